@@ -1,0 +1,257 @@
+"""`ToolCaller`: one set of tools on one engine, answering requests with tool calls.
+
+It owns the prompt (the model's chat template), the shared call grammar, and the
+dispatch to a decoding mode. Sequence 0 holds the conversation; consecutive requests
+reuse the longest common prompt prefix already in the KV cache.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from toolweave.errors import CallFormatError, ConstraintError, ContextFullError, ToolSpecError
+from toolweave.formats import CallFormat, format_for_chat_template, get_format
+from toolweave.native.constraints import TokenMatcher, vocabulary_for
+from toolweave.native.engine import BatchToken, Engine
+from toolweave.native.serial import SerialEnd, serial_decode
+from toolweave.prompt import Message, render_chat, tool_messages
+from toolweave.results import MODES, CallResult, CallStats, InvalidCall
+from toolweave.toolspec import ToolCall, ToolSpec
+from toolweave.callgrammar import call_grammar
+
+__all__ = ["CallEvent", "ToolCaller"]
+
+
+@dataclass(frozen=True)
+class CallEvent:
+    """Something that happened while answering: `kind` is one of
+    'tokens', 'name', 'provisional', 'call', 'done'."""
+
+    kind: str
+    t_ms: float
+    tokens: tuple[int, ...] = ()
+    decoded: bool = True
+    call: ToolCall | None = None
+    name: str | None = None
+    result: CallResult | None = None
+
+
+@dataclass
+class _Tracker:
+    """Accumulates output text and notices each call as soon as its text is complete."""
+
+    fmt: CallFormat
+    engine: Engine
+    tokens: list[int] = field(default_factory=list)
+    calls: list[ToolCall] = field(default_factory=list)
+
+    def add(self, tokens: Sequence[int]) -> list[ToolCall]:
+        self.tokens.extend(tokens)
+        piece = self.engine.detokenize(tokens)
+        # A call can only complete on a token that closes an object or a tag.
+        if "}" not in piece and ">" not in piece and ")" not in piece:
+            return []
+        try:
+            found = self.fmt.parse(self.engine.detokenize(self.tokens))
+        except CallFormatError:
+            return []
+        new = found[len(self.calls) :]
+        self.calls.extend(new)
+        return new
+
+
+class ToolCaller:
+    """Answer requests with calls to `tools` on `engine`, in any decoding mode."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        tools: Sequence[ToolSpec],
+        *,
+        fmt: CallFormat | str | None = None,
+        max_calls: int | None = 1,
+        max_tokens: int = 512,
+        system: str | None = None,
+        seq: int = 0,
+    ) -> None:
+        if not tools:
+            raise ToolSpecError(None, "at least one tool is needed")
+        names = [t.name for t in tools]
+        if len(set(names)) != len(names):
+            raise ToolSpecError(None, "duplicate tool names")
+        self.engine = engine
+        self.tools = tuple(tools)
+        self.by_name = {t.name: t for t in self.tools}
+        if isinstance(fmt, str):
+            fmt = get_format(fmt)
+        self.fmt = fmt or format_for_chat_template(engine.chat_template)
+        self.max_calls = max_calls
+        self.max_tokens = max_tokens
+        self.system = system
+        self.seq = seq
+        self.vocab = vocabulary_for(engine)
+        self.grammar = call_grammar(self.fmt, self.tools, max_calls=max_calls)
+        TokenMatcher(self.vocab, self.grammar)  # fail early on a grammar llguidance rejects
+        self._cached: list[int] = []  # tokens whose KV sits in sequence `seq`
+        self._grammar_baseline: object | None = None
+        self._prompt_passes = 0
+
+    # ------------------------------------------------------------------ prompt
+    def messages(self, request: str | Sequence[Message]) -> list[dict[str, object]]:
+        return tool_messages(self.tools, self.fmt, request, system=self.system)
+
+    def prompt_text(self, request: str | Sequence[Message]) -> str:
+        eng = self.engine
+        return render_chat(
+            eng.chat_template,
+            self.messages(request),
+            bos_token=eng.detokenize([eng.bos_token]) if eng.bos_token >= 0 else "",
+            eos_token=eng.detokenize([eng.eos_token]),
+        )
+
+    def prompt_tokens(self, request: str | Sequence[Message]) -> list[int]:
+        return self.engine.tokenize(self.prompt_text(request))
+
+    def _last_prompt_pass(self, tokens: Sequence[int]) -> NDArray[np.float32]:
+        pos = len(tokens) - 1
+        logits = self.engine.forward([BatchToken(tokens[-1], pos, (self.seq,), True)])[0]
+        self._cached = list(tokens)
+        return logits
+
+    # ------------------------------------------------------------------ decoding
+    def call(self, request: str | Sequence[Message], mode: str = "constrained") -> CallResult:
+        """Answer `request` with tool calls decoded in `mode`."""
+        result: CallResult | None = None
+        for ev in self.events(request, mode):
+            if ev.kind == "done":
+                result = ev.result
+        if result is None:  # pragma: no cover - events() always ends with 'done'
+            raise ConstraintError("decoder ended without a result")
+        return result
+
+    def events(self, request: str | Sequence[Message], mode: str = "constrained") -> Iterator[CallEvent]:
+        """Decode `request`, yielding events as they happen; the last one is 'done'."""
+        if mode not in MODES:
+            raise ConstraintError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+        if mode == "grammar":
+            from toolweave.native.grammar_baseline import GrammarBaseline
+
+            if self._grammar_baseline is None:
+                self._grammar_baseline = GrammarBaseline(self.engine)
+            baseline = self._grammar_baseline
+            assert isinstance(baseline, GrammarBaseline)
+            result = baseline.call(self, request)
+            yield CallEvent("done", result.stats.total_ms, result=result)
+            return
+        if mode in ("fast", "lossless"):
+            raise ConstraintError(f"mode {mode!r} is not available yet")
+        yield from self._serial_events(request, jump=(mode == "jump"), mode=mode)
+
+    def _serial_events(
+        self, request: str | Sequence[Message], *, jump: bool, mode: str
+    ) -> Iterator[CallEvent]:
+        eng = self.engine
+        prompt = self.prompt_tokens(request)
+        with eng.lock:
+            passes0 = eng.counters.forward_passes
+            t0, logits, prompt_ms = self._prefill_prompt(prompt)
+            matcher = TokenMatcher(self.vocab, self.grammar)
+            tracker = _Tracker(self.fmt, eng)
+            end = SerialEnd()
+            decoded = prefilled = 0
+            t_tool: float | None = None
+            for step in serial_decode(
+                eng, matcher, logits, seq=self.seq, pos=len(prompt), jump=jump,
+                max_tokens=self.max_tokens, end=end,
+            ):
+                now = (time.perf_counter() - t0) * 1000
+                if step.decoded:
+                    decoded += len(step.tokens)
+                else:
+                    prefilled += len(step.tokens)
+                yield CallEvent("tokens", now, tokens=step.tokens, decoded=step.decoded)
+                for c in tracker.add(step.tokens):
+                    if t_tool is None:
+                        t_tool = now
+                    yield CallEvent("call", now, call=c)
+            total_ms = (time.perf_counter() - t0) * 1000
+            eng.seq_remove(self.seq, len(prompt))  # keep the prompt cached, drop the response
+            passes = eng.counters.forward_passes - passes0
+        result = self._result(
+            mode, tracker, end.reason, CallStats(
+                forward_passes=passes,
+                decode_passes=passes - 1 - self._prompt_passes,
+                prefill_tokens=len(prompt) + prefilled,
+                decoded_tokens=decoded,
+                output_tokens=len(tracker.tokens),
+                prompt_tokens=len(prompt),
+                prompt_ms=prompt_ms,
+                time_to_tool_ms=t_tool,
+                total_ms=total_ms,
+            ),
+        )
+        yield CallEvent("done", total_ms, result=result)
+
+    def _prefill_prompt(self, prompt: Sequence[int]) -> tuple[float, NDArray[np.float32], float]:
+        """KV for every prompt token but the last, reusing the cached prefix; then the last
+        token alone, so its logits are computed the same way whatever was cached.
+        Returns the start time of that final pass, its logits, and the ms spent before it."""
+        passes0 = self.engine.counters.forward_passes
+        eng = self.engine
+        t_start = time.perf_counter()
+        keep = 0
+        limit = min(len(self._cached), len(prompt) - 1)
+        while keep < limit and self._cached[keep] == prompt[keep]:
+            keep += 1
+        if len(prompt) + self.max_tokens > eng.n_ctx:
+            raise ContextFullError(
+                f"prompt of {len(prompt)} tokens plus {self.max_tokens} output tokens exceeds "
+                f"the context window of {eng.n_ctx}"
+            )
+        eng.seq_remove(self.seq, keep)
+        self._cached = list(prompt[:keep])
+        if keep < len(prompt) - 1:
+            eng.prefill(self.seq, prompt[keep:-1], start=keep, logits_last=False)
+        self._cached = list(prompt[:-1])
+        self._prompt_passes = eng.counters.forward_passes - passes0
+        t0 = time.perf_counter()
+        prompt_ms = (t0 - t_start) * 1000
+        # The last prompt token is the first pass of the response: every mode pays it.
+        logits = self._last_prompt_pass(prompt)
+        return t0, logits, prompt_ms
+
+    def _result(self, mode: str, tracker: _Tracker, reason: str, stats: CallStats) -> CallResult:
+        text = self.engine.detokenize(tracker.tokens)
+        calls, invalid = self.validate_text(text)
+        if reason == "length":
+            invalid.append(InvalidCall(text=text, error="output truncated at max_tokens"))
+        return CallResult(
+            mode=mode, calls=tuple(calls), text=text, tokens=tuple(tracker.tokens),
+            stats=stats, invalid=tuple(invalid), finish_reason=reason,
+        )
+
+    def validate_text(self, text: str) -> tuple[list[ToolCall], list[InvalidCall]]:
+        """Parse `text` in this caller's format; split valid calls from invalid ones."""
+        try:
+            parsed = self.fmt.parse(text)
+        except CallFormatError as exc:
+            return [], [InvalidCall(text=text, error=str(exc))]
+        calls: list[ToolCall] = []
+        invalid: list[InvalidCall] = []
+        for c in parsed:
+            spec = self.by_name.get(c.name)
+            if spec is None:
+                invalid.append(InvalidCall(text=text, error=f"unknown tool {c.name!r}", name=c.name))
+                continue
+            try:
+                spec.validate_call(c.arguments)
+            except ToolSpecError as exc:
+                invalid.append(InvalidCall(text=text, error=str(exc), name=c.name))
+                continue
+            calls.append(c)
+        return calls, invalid

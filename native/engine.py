@@ -1,0 +1,392 @@
+"""Owning wrapper over llama.cpp's low-level API: one model, one multi-sequence context.
+
+`Llama()` silently ignores `n_seq_max`, so the context is built here with
+`llama_init_from_model` and `kv_unified=True` (every sequence sees the whole window).
+Every handle is freed by `close()` (or the context manager); every error code becomes an
+`EngineError` subclass instead of a crash or a silent wrong answer.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+import llama_cpp
+import numpy as np
+from llama_cpp import _logger as _llama_logger
+from numpy.typing import NDArray
+
+from toolweave.errors import (
+    ContextFullError,
+    DecodeError,
+    EngineError,
+    ModelError,
+    SequenceError,
+)
+
+__all__ = ["BatchToken", "Engine", "EngineCounters"]
+
+_backend_lock = threading.Lock()
+_backend_ready = False
+
+
+def _init_backend() -> None:
+    global _backend_ready
+    with _backend_lock:
+        if not _backend_ready:
+            llama_cpp.llama_backend_init()
+            _backend_ready = True
+
+
+@dataclass(frozen=True)
+class BatchToken:
+    """One token of a forward pass: where it goes and whether its logits are wanted."""
+
+    token: int
+    pos: int
+    seq_ids: tuple[int, ...]
+    logits: bool = False
+
+
+@dataclass
+class EngineCounters:
+    """Running totals since the engine was created (or `reset_counters`)."""
+
+    forward_passes: int = 0
+    tokens_processed: int = 0
+    logit_rows: int = 0
+    per_pass_sizes: list[int] = field(default_factory=list)
+
+    def snapshot(self) -> EngineCounters:
+        return EngineCounters(
+            self.forward_passes, self.tokens_processed, self.logit_rows, list(self.per_pass_sizes)
+        )
+
+
+class Engine:
+    """A loaded GGUF model with a context of `n_seq_max` sequences sharing `n_ctx` cells."""
+
+    def __init__(
+        self,
+        model_path: str | os.PathLike[str],
+        *,
+        n_ctx: int = 4096,
+        n_seq_max: int = 16,
+        n_batch: int = 512,
+        n_threads: int | None = None,
+        verbose: bool = False,
+    ) -> None:
+        path = Path(model_path)
+        if not path.is_file():
+            raise ModelError(f"model file not found: {path}")
+        with path.open("rb") as fh:
+            if fh.read(4) != b"GGUF":
+                raise ModelError(f"not a GGUF model file: {path}")
+        if n_seq_max < 1 or n_ctx < 16 or n_batch < 1:
+            raise EngineError("n_seq_max >= 1, n_ctx >= 16 and n_batch >= 1 are required")
+        _llama_logger.set_verbose(verbose)
+        _init_backend()
+        self.model_path = path
+        self._model: llama_cpp.llama_model_p | None = None
+        self._ctx: llama_cpp.llama_context_p | None = None
+        self._batch: llama_cpp.llama_batch | None = None
+
+        mparams = llama_cpp.llama_model_default_params()
+        model = llama_cpp.llama_model_load_from_file(str(path).encode("utf-8"), mparams)
+        if not model:
+            raise ModelError(f"llama.cpp could not load the model: {path}")
+        self._model = model
+        self._vocab = llama_cpp.llama_model_get_vocab(model)
+        self.n_vocab: int = llama_cpp.llama_vocab_n_tokens(self._vocab)
+        self.n_ctx_train: int = llama_cpp.llama_model_n_ctx_train(model)
+
+        threads = n_threads or max(1, os.cpu_count() or 1)
+        cparams = llama_cpp.llama_context_default_params()
+        cparams.n_ctx = n_ctx
+        cparams.n_batch = n_batch
+        cparams.n_ubatch = n_batch
+        cparams.n_seq_max = n_seq_max
+        cparams.n_threads = threads
+        cparams.n_threads_batch = threads
+        cparams.kv_unified = True
+        cparams.no_perf = True
+        ctx = llama_cpp.llama_init_from_model(model, cparams)
+        if not ctx:
+            self.close()
+            raise ModelError(f"llama.cpp could not create a context for {path} (n_ctx={n_ctx})")
+        self._ctx = ctx
+        self.n_ctx: int = llama_cpp.llama_n_ctx(ctx)
+        self.n_seq_max = n_seq_max
+        self.n_batch = n_batch
+        self.n_threads = threads
+        self._mem = llama_cpp.llama_get_memory(ctx)
+        self._batch = llama_cpp.llama_batch_init(n_batch, 0, n_seq_max)
+        self.counters = EngineCounters()
+        self._piece_buf = ctypes.create_string_buffer(256)
+        self._pieces: dict[int, bytes] = {}
+        # A re-entrant lock: higher layers serialise whole requests, the engine serialises calls.
+        self.lock = threading.RLock()
+
+    # ------------------------------------------------------------------ lifecycle
+    def close(self) -> None:
+        """Free the batch, the context and the model (idempotent)."""
+        if self._batch is not None:
+            llama_cpp.llama_batch_free(self._batch)
+            self._batch = None
+        if self._ctx is not None:
+            llama_cpp.llama_free(self._ctx)
+            self._ctx = None
+        if self._model is not None:
+            llama_cpp.llama_model_free(self._model)
+            self._model = None
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: the library may already be gone
+            pass
+
+    @property
+    def ctx(self) -> llama_cpp.llama_context_p:
+        if self._ctx is None:
+            raise EngineError("the engine is closed")
+        return self._ctx
+
+    @property
+    def model(self) -> llama_cpp.llama_model_p:
+        if self._model is None:
+            raise EngineError("the engine is closed")
+        return self._model
+
+    @property
+    def vocab(self) -> llama_cpp.llama_vocab_p:
+        return self._vocab
+
+    # ------------------------------------------------------------------ model facts
+    def metadata(self, key: str) -> str | None:
+        buf = ctypes.create_string_buffer(1 << 16)
+        n = llama_cpp.llama_model_meta_val_str(self.model, key.encode(), buf, len(buf))
+        return None if n < 0 else buf.value.decode("utf-8", errors="replace")
+
+    @property
+    def chat_template(self) -> str | None:
+        return self.metadata("tokenizer.chat_template")
+
+    @property
+    def model_name(self) -> str:
+        return self.metadata("general.name") or self.model_path.stem
+
+    @property
+    def eos_token(self) -> int:
+        return int(llama_cpp.llama_vocab_eos(self._vocab))
+
+    @property
+    def bos_token(self) -> int:
+        return int(llama_cpp.llama_vocab_bos(self._vocab))
+
+    def is_eog(self, token: int) -> bool:
+        return bool(llama_cpp.llama_vocab_is_eog(self._vocab, token))
+
+    # ------------------------------------------------------------------ tokens
+    def tokenize(self, text: str, *, add_special: bool = False, parse_special: bool = True) -> list[int]:
+        data = text.encode("utf-8")
+        cap = len(data) + 16
+        buf = (llama_cpp.llama_token * cap)()
+        n = llama_cpp.llama_tokenize(self._vocab, data, len(data), buf, cap, add_special, parse_special)
+        if n < 0:
+            cap = -n
+            buf = (llama_cpp.llama_token * cap)()
+            n = llama_cpp.llama_tokenize(
+                self._vocab, data, len(data), buf, cap, add_special, parse_special
+            )
+        if n < 0:
+            raise EngineError(f"tokenization failed ({n})")
+        return list(buf[:n])
+
+    def token_bytes(self, token: int) -> bytes:
+        """The bytes a token writes (special tokens written as their text)."""
+        piece = self._pieces.get(token)
+        if piece is None:
+            n = llama_cpp.llama_token_to_piece(
+                self._vocab, token, self._piece_buf, len(self._piece_buf), 0, True
+            )
+            if n < 0:
+                raise EngineError(f"token {token} has no piece")
+            piece = bytes(self._piece_buf.raw[:n])
+            self._pieces[token] = piece
+        return piece
+
+    def detokenize(self, tokens: Iterable[int]) -> str:
+        return b"".join(self.token_bytes(t) for t in tokens).decode("utf-8", errors="replace")
+
+    # ------------------------------------------------------------------ sequences
+    def _check_seq(self, seq: int) -> None:
+        if not 0 <= seq < self.n_seq_max:
+            raise SequenceError(f"sequence id {seq} out of range 0..{self.n_seq_max - 1}")
+
+    def seq_pos_max(self, seq: int) -> int:
+        """Largest position held by `seq`, -1 when empty."""
+        self._check_seq(seq)
+        return int(llama_cpp.llama_memory_seq_pos_max(self._mem, seq))
+
+    def seq_len(self, seq: int) -> int:
+        return self.seq_pos_max(seq) + 1
+
+    def seq_copy(self, src: int, dst: int, p0: int = -1, p1: int = -1) -> None:
+        """Share the cells of `src` in [p0, p1) with `dst` (no copy of data, no re-prefill)."""
+        self._check_seq(src)
+        self._check_seq(dst)
+        llama_cpp.llama_memory_seq_cp(self._mem, src, dst, p0, p1)
+
+    def seq_remove(self, seq: int, p0: int = 0, p1: int = -1) -> None:
+        """Drop positions [p0, p1) of `seq` (p1 < 0: to the end)."""
+        self._check_seq(seq)
+        if not llama_cpp.llama_memory_seq_rm(self._mem, seq, p0, p1):
+            raise SequenceError(f"cannot remove positions [{p0}, {p1}) of sequence {seq}")
+
+    def seq_keep(self, seq: int) -> None:
+        self._check_seq(seq)
+        llama_cpp.llama_memory_seq_keep(self._mem, seq)
+
+    def clear(self) -> None:
+        llama_cpp.llama_memory_clear(self._mem, True)
+
+    # ------------------------------------------------------------------ forward passes
+    def forward(self, items: Sequence[BatchToken]) -> NDArray[np.float32]:
+        """Run one llama_decode over `items`; return logits rows for items with `logits`.
+
+        Rows come back in the order of the flagged items, shape (rows, n_vocab).
+        """
+        if not items:
+            raise EngineError("empty forward pass")
+        if len(items) > self.n_batch:
+            raise EngineError(f"a pass holds at most n_batch={self.n_batch} tokens, got {len(items)}")
+        batch = self._batch
+        if batch is None:
+            raise EngineError("the engine is closed")
+        want: list[int] = []
+        for i, it in enumerate(items):
+            if not 0 <= it.pos < self.n_ctx:
+                raise ContextFullError(
+                    f"position {it.pos} is outside the context window of {self.n_ctx} tokens"
+                )
+            if not 0 <= it.token < self.n_vocab:
+                raise EngineError(f"token id {it.token} outside the vocabulary")
+            if not it.seq_ids or len(it.seq_ids) > self.n_seq_max:
+                raise SequenceError(f"a token needs 1..{self.n_seq_max} sequence ids")
+            batch.token[i] = it.token
+            batch.pos[i] = it.pos
+            batch.n_seq_id[i] = len(it.seq_ids)
+            for j, s in enumerate(it.seq_ids):
+                self._check_seq(s)
+                batch.seq_id[i][j] = s
+            batch.logits[i] = 1 if it.logits else 0
+            if it.logits:
+                want.append(i)
+        batch.n_tokens = len(items)
+        rc = llama_cpp.llama_decode(self.ctx, batch)
+        if rc == 1:
+            raise ContextFullError("no free KV cells for this pass: the context is full")
+        if rc != 0:
+            raise DecodeError(f"llama_decode failed with code {rc}")
+        self.counters.forward_passes += 1
+        self.counters.tokens_processed += len(items)
+        self.counters.logit_rows += len(want)
+        self.counters.per_pass_sizes.append(len(items))
+        out = np.empty((len(want), self.n_vocab), dtype=np.float32)
+        for row, i in enumerate(want):
+            ptr = llama_cpp.llama_get_logits_ith(self.ctx, i)
+            if not ptr:
+                raise DecodeError(f"no logits for batch index {i}")
+            out[row] = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
+        return out
+
+    def prefill(
+        self, seq: int, tokens: Sequence[int], *, start: int | None = None, logits_last: bool = True
+    ) -> NDArray[np.float32] | None:
+        """Append `tokens` to `seq` (chunked by n_batch); logits of the last one if asked."""
+        if not tokens:
+            return None
+        pos0 = self.seq_len(seq) if start is None else start
+        if pos0 + len(tokens) > self.n_ctx:
+            raise ContextFullError(
+                f"{pos0 + len(tokens)} tokens do not fit the context window of {self.n_ctx}"
+            )
+        last: NDArray[np.float32] | None = None
+        for off in range(0, len(tokens), self.n_batch):
+            chunk = tokens[off : off + self.n_batch]
+            final = off + len(chunk) == len(tokens)
+            items = [
+                BatchToken(t, pos0 + off + k, (seq,), logits_last and final and k == len(chunk) - 1)
+                for k, t in enumerate(chunk)
+            ]
+            rows = self.forward(items)
+            if len(rows):
+                last = rows[0]
+        return last
+
+    # ------------------------------------------------------------------ states
+    def state_get(self, seq: int) -> bytes:
+        """The KV state of one sequence as bytes."""
+        self._check_seq(seq)
+        size = llama_cpp.llama_state_seq_get_size(self.ctx, seq)
+        buf = (ctypes.c_uint8 * size)()
+        n = llama_cpp.llama_state_seq_get_data(self.ctx, buf, size, seq)
+        if n == 0 and size:
+            raise EngineError(f"could not read the state of sequence {seq}")
+        return bytes(buf[:n])
+
+    def state_set(self, seq: int, data: bytes) -> None:
+        """Replace the KV state of `seq` with `data` (from `state_get`)."""
+        self._check_seq(seq)
+        self.seq_remove(seq)
+        buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        if llama_cpp.llama_state_seq_set_data(self.ctx, buf, len(data), seq) == 0:
+            raise EngineError(f"could not restore a state of {len(data)} bytes into sequence {seq}")
+
+    def state_save_file(self, seq: int, path: str | os.PathLike[str], tokens: Sequence[int]) -> int:
+        """Write the state of `seq` and its tokens to `path`; returns bytes written."""
+        self._check_seq(seq)
+        arr = (llama_cpp.llama_token * len(tokens))(*tokens)
+        n = llama_cpp.llama_state_seq_save_file(
+            self.ctx, os.fspath(path).encode(), seq, arr, len(tokens)
+        )
+        if n == 0:
+            raise EngineError(f"could not save the state of sequence {seq} to {path}")
+        return int(n)
+
+    def state_load_file(self, seq: int, path: str | os.PathLike[str]) -> list[int]:
+        """Load a state written by `state_save_file` into `seq`; returns its tokens."""
+        self._check_seq(seq)
+        if not Path(path).is_file():
+            raise EngineError(f"state file not found: {path}")
+        self.seq_remove(seq)
+        cap = self.n_ctx
+        arr = (llama_cpp.llama_token * cap)()
+        count = ctypes.c_size_t(0)
+        n = llama_cpp.llama_state_seq_load_file(
+            self.ctx, os.fspath(path).encode(), seq, arr, cap, ctypes.byref(count)
+        )
+        if n == 0:
+            raise EngineError(f"could not load the state file {path} (wrong model or context?)")
+        return list(arr[: count.value])
+
+    # ------------------------------------------------------------------ counters
+    def reset_counters(self) -> None:
+        self.counters = EngineCounters()

@@ -1,0 +1,77 @@
+"""What a decoder hands back: the calls, the text, the tokens and the cost of getting them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from toolweave.toolspec import ToolCall
+
+__all__ = ["MODES", "CallResult", "CallStats", "InvalidCall"]
+
+#: Every decoding mode, one name each everywhere (DESIGN.md).
+MODES = ("grammar", "constrained", "jump", "fast", "lossless")
+
+
+@dataclass(frozen=True)
+class CallStats:
+    """Cost of one response.
+
+    `forward_passes` counts every llama_decode call including the prompt prefill;
+    `decode_passes` the passes after the prompt (the ones a faster decoder removes);
+    `prefill_tokens` the prompt tokens plus every token written without being decoded.
+    Times are wall-clock milliseconds measured from the end of the prompt prefill
+    (`prompt_ms` is that prefill), so modes sharing a prompt compare their own work.
+    """
+
+    forward_passes: int = 0
+    decode_passes: int = 0
+    prefill_tokens: int = 0
+    decoded_tokens: int = 0
+    output_tokens: int = 0
+    prompt_tokens: int = 0
+    prompt_ms: float = 0.0
+    time_to_tool_ms: float | None = None
+    total_ms: float = 0.0
+    phases_ms: Mapping[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["phases_ms"] = dict(self.phases_ms)
+        return d
+
+
+@dataclass(frozen=True)
+class InvalidCall:
+    """A call the model wrote that does not parse or does not fit the tool's schema."""
+
+    text: str
+    error: str
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class CallResult:
+    """The outcome of one tool-calling response, the same type for every mode."""
+
+    mode: str
+    calls: tuple[ToolCall, ...]
+    text: str
+    tokens: tuple[int, ...]
+    stats: CallStats
+    provisional: tuple[ToolCall, ...] = ()
+    invalid: tuple[InvalidCall, ...] = ()
+    finish_reason: str = "stop"
+
+    def to_json(self) -> dict[str, Any]:
+        """The shape `toolweave call --json` prints (DESIGN.md)."""
+        return {
+            "mode": self.mode,
+            "calls": [c.to_dict() for c in self.calls],
+            "provisional": [c.to_dict() for c in self.provisional],
+            "invalid": [asdict(i) for i in self.invalid],
+            "text": self.text,
+            "finish_reason": self.finish_reason,
+            "stats": self.stats.to_dict(),
+        }
