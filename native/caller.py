@@ -7,9 +7,10 @@ reuse the longest common prompt prefix already in the KV cache.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
@@ -18,11 +19,12 @@ from toolweave.errors import CallFormatError, ConstraintError, ContextFullError,
 from toolweave.formats import CallFormat, format_for_chat_template, get_format
 from toolweave.native.constraints import TokenMatcher, vocabulary_for
 from toolweave.native.engine import BatchToken, Engine
-from toolweave.native.serial import SerialEnd, serial_decode
+from toolweave.native.calibration import CostTable, measure_costs
+from toolweave.native.decoder import ResponseDecoder
 from toolweave.prompt import Message, render_chat, tool_messages
 from toolweave.results import MODES, CallResult, CallStats, InvalidCall
 from toolweave.toolspec import ToolCall, ToolSpec
-from toolweave.callgrammar import call_grammar
+from toolweave.callgrammar import call_grammar, lark_literal, value_schema
 
 __all__ = ["CallEvent", "ToolCaller"]
 
@@ -41,28 +43,8 @@ class CallEvent:
     result: CallResult | None = None
 
 
-@dataclass
-class _Tracker:
-    """Accumulates output text and notices each call as soon as its text is complete."""
-
-    fmt: CallFormat
-    engine: Engine
-    tokens: list[int] = field(default_factory=list)
-    calls: list[ToolCall] = field(default_factory=list)
-
-    def add(self, tokens: Sequence[int]) -> list[ToolCall]:
-        self.tokens.extend(tokens)
-        piece = self.engine.detokenize(tokens)
-        # A call can only complete on a token that closes an object or a tag.
-        if "}" not in piece and ">" not in piece and ")" not in piece:
-            return []
-        try:
-            found = self.fmt.parse(self.engine.detokenize(self.tokens))
-        except CallFormatError:
-            return []
-        new = found[len(self.calls) :]
-        self.calls.extend(new)
-        return new
+def _always_batch(k: int) -> bool:
+    return k > 1
 
 
 class ToolCaller:
@@ -78,6 +60,7 @@ class ToolCaller:
         max_tokens: int = 512,
         system: str | None = None,
         seq: int = 0,
+        costs: CostTable | None = None,
     ) -> None:
         if not tools:
             raise ToolSpecError(None, "at least one tool is needed")
@@ -100,6 +83,7 @@ class ToolCaller:
         self._cached: list[int] = []  # tokens whose KV sits in sequence `seq`
         self._grammar_baseline: object | None = None
         self._prompt_passes = 0
+        self._costs: CostTable | None = costs
 
     # ------------------------------------------------------------------ prompt
     def messages(self, request: str | Sequence[Message]) -> list[dict[str, object]]:
@@ -134,7 +118,9 @@ class ToolCaller:
             raise ConstraintError("decoder ended without a result")
         return result
 
-    def events(self, request: str | Sequence[Message], mode: str = "constrained") -> Iterator[CallEvent]:
+    def events(
+        self, request: str | Sequence[Message], mode: str = "constrained"
+    ) -> Iterator[CallEvent]:
         """Decode `request`, yielding events as they happen; the last one is 'done'."""
         if mode not in MODES:
             raise ConstraintError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
@@ -148,54 +134,90 @@ class ToolCaller:
             result = baseline.call(self, request)
             yield CallEvent("done", result.stats.total_ms, result=result)
             return
-        if mode in ("fast", "lossless"):
-            raise ConstraintError(f"mode {mode!r} is not available yet")
-        yield from self._serial_events(request, jump=(mode == "jump"), mode=mode)
+        yield from self._decode_events(request, mode)
 
-    def _serial_events(
-        self, request: str | Sequence[Message], *, jump: bool, mode: str
-    ) -> Iterator[CallEvent]:
+    def _decode_events(self, request: str | Sequence[Message], mode: str) -> Iterator[CallEvent]:
         eng = self.engine
         prompt = self.prompt_tokens(request)
         with eng.lock:
+            branch_seqs: tuple[int, ...] = ()
+            batch_pays = _always_batch
+            if mode in ("fast", "lossless"):
+                costs = self.costs()
+
+                def batch_pays(k: int) -> bool:
+                    return costs.pass_ms(k, k, sequences=True) < k * costs.serial_step_ms
+
+                branch_seqs = tuple(range(1, min(eng.n_seq_max, 8)))
+                for b in branch_seqs:
+                    if b == self.seq:
+                        raise ConstraintError("the caller's sequence collides with value branches")
             passes0 = eng.counters.forward_passes
             t0, logits, prompt_ms = self._prefill_prompt(prompt)
-            matcher = TokenMatcher(self.vocab, self.grammar)
-            tracker = _Tracker(self.fmt, eng)
-            end = SerialEnd()
-            decoded = prefilled = 0
+            decoder = ResponseDecoder(
+                eng,
+                self.vocab,
+                grammar=self.grammar,
+                fmt=self.fmt,
+                tools=self.by_name,
+                seq=self.seq,
+                prompt_len=len(prompt),
+                logits=logits,
+                mode=mode,
+                max_tokens=self.max_tokens,
+                value_grammar=self._value_grammar,
+                branch_seqs=branch_seqs,
+                batch_pays=batch_pays,
+            )
             t_tool: float | None = None
-            for step in serial_decode(
-                eng, matcher, logits, seq=self.seq, pos=len(prompt), jump=jump,
-                max_tokens=self.max_tokens, end=end,
-            ):
-                now = (time.perf_counter() - t0) * 1000
-                if step.decoded:
-                    decoded += len(step.tokens)
-                else:
-                    prefilled += len(step.tokens)
-                yield CallEvent("tokens", now, tokens=step.tokens, decoded=step.decoded)
-                for c in tracker.add(step.tokens):
-                    if t_tool is None:
-                        t_tool = now
-                    yield CallEvent("call", now, call=c)
+            t_final: float | None = None
+            provisional: list[ToolCall] = []
+            for ev in decoder.run():
+                now = (ev.t - t0) * 1000
+                if ev.kind == "tokens":
+                    yield CallEvent("tokens", now, tokens=ev.tokens, decoded=ev.decoded)
+                    continue
+                if ev.kind == "provisional" and ev.call is not None:
+                    provisional.append(ev.call)
+                if ev.kind in ("provisional", "call") and t_tool is None:
+                    t_tool = now
+                if ev.kind == "call" and t_final is None:
+                    t_final = now
+                yield CallEvent(ev.kind, now, call=ev.call, name=ev.name)
             total_ms = (time.perf_counter() - t0) * 1000
             eng.seq_remove(self.seq, len(prompt))  # keep the prompt cached, drop the response
             passes = eng.counters.forward_passes - passes0
-        result = self._result(
-            mode, tracker, end.reason, CallStats(
-                forward_passes=passes,
-                decode_passes=passes - 1 - self._prompt_passes,
-                prefill_tokens=len(prompt) + prefilled,
-                decoded_tokens=decoded,
-                output_tokens=len(tracker.tokens),
-                prompt_tokens=len(prompt),
-                prompt_ms=prompt_ms,
-                time_to_tool_ms=t_tool,
-                total_ms=total_ms,
-            ),
+        totals = decoder.totals
+        phases = dict(totals.phases_ms)
+        if t_final is not None:
+            phases["time_to_final_call"] = t_final
+        stats = CallStats(
+            forward_passes=passes,
+            decode_passes=passes - 1 - self._prompt_passes,
+            prefill_tokens=len(prompt) + totals.prefilled,
+            decoded_tokens=totals.decoded,
+            output_tokens=len(decoder.tokens),
+            prompt_tokens=len(prompt),
+            prompt_ms=prompt_ms,
+            time_to_tool_ms=t_tool,
+            total_ms=total_ms,
+            phases_ms=phases,
+            drafted_tokens=totals.drafted,
+            accepted_tokens=totals.accepted,
         )
+        result = self._result(mode, decoder.tokens, totals.finish_reason, stats, provisional)
         yield CallEvent("done", total_ms, result=result)
+
+    def costs(self) -> CostTable:
+        """The engine cost table (measured once, quickly, on first use)."""
+        if self._costs is None:
+            self._costs = measure_costs(self.engine, quick=True)
+        return self._costs
+
+    def _value_grammar(self, spec: ToolSpec, key: str, suffix: str) -> str:
+        schema = json.dumps(value_schema(spec, key), ensure_ascii=False)
+        tail = f" {lark_literal(suffix)}" if suffix else ""
+        return f"start: v{tail}\nv: %json {schema}\n"
 
     def _prefill_prompt(self, prompt: Sequence[int]) -> tuple[float, NDArray[np.float32], float]:
         """KV for every prompt token but the last, reusing the cached prefix; then the last
@@ -225,14 +247,27 @@ class ToolCaller:
         logits = self._last_prompt_pass(prompt)
         return t0, logits, prompt_ms
 
-    def _result(self, mode: str, tracker: _Tracker, reason: str, stats: CallStats) -> CallResult:
-        text = self.engine.detokenize(tracker.tokens)
+    def _result(
+        self,
+        mode: str,
+        tokens: Sequence[int],
+        reason: str,
+        stats: CallStats,
+        provisional: Sequence[ToolCall] = (),
+    ) -> CallResult:
+        text = self.engine.detokenize(tokens)
         calls, invalid = self.validate_text(text)
         if reason == "length":
             invalid.append(InvalidCall(text=text, error="output truncated at max_tokens"))
         return CallResult(
-            mode=mode, calls=tuple(calls), text=text, tokens=tuple(tracker.tokens),
-            stats=stats, invalid=tuple(invalid), finish_reason=reason,
+            mode=mode,
+            calls=tuple(calls),
+            text=text,
+            tokens=tuple(tokens),
+            stats=stats,
+            provisional=tuple(provisional),
+            invalid=tuple(invalid),
+            finish_reason=reason,
         )
 
     def validate_text(self, text: str) -> tuple[list[ToolCall], list[InvalidCall]]:
@@ -246,7 +281,9 @@ class ToolCaller:
         for c in parsed:
             spec = self.by_name.get(c.name)
             if spec is None:
-                invalid.append(InvalidCall(text=text, error=f"unknown tool {c.name!r}", name=c.name))
+                invalid.append(
+                    InvalidCall(text=text, error=f"unknown tool {c.name!r}", name=c.name)
+                )
                 continue
             try:
                 spec.validate_call(c.arguments)

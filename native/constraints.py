@@ -7,6 +7,7 @@ runs one grammar: next-token masks, forced (fast-forward) tokens, consume and ro
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -32,7 +33,9 @@ class Vocabulary:
     def __init__(self, engine: Engine) -> None:
         self.n_vocab = engine.n_vocab
         self.eos_token = engine.eos_token
-        self.tokenizer = llguidance.llamacpp.lltokenizer_from_vocab(engine.vocab)
+        with warnings.catch_warnings():  # llguidance calls a deprecated llama.cpp alias per token
+            warnings.simplefilter("ignore", DeprecationWarning)
+            self.tokenizer = llguidance.llamacpp.lltokenizer_from_vocab(engine.vocab)
         self._words = (self.n_vocab + 31) // 32
 
     def matcher(self, grammar: str) -> TokenMatcher:

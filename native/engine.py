@@ -204,11 +204,15 @@ class Engine:
         return bool(llama_cpp.llama_vocab_is_eog(self._vocab, token))
 
     # ------------------------------------------------------------------ tokens
-    def tokenize(self, text: str, *, add_special: bool = False, parse_special: bool = True) -> list[int]:
+    def tokenize(
+        self, text: str, *, add_special: bool = False, parse_special: bool = True
+    ) -> list[int]:
         data = text.encode("utf-8")
         cap = len(data) + 16
         buf = (llama_cpp.llama_token * cap)()
-        n = llama_cpp.llama_tokenize(self._vocab, data, len(data), buf, cap, add_special, parse_special)
+        n = llama_cpp.llama_tokenize(
+            self._vocab, data, len(data), buf, cap, add_special, parse_special
+        )
         if n < 0:
             cap = -n
             buf = (llama_cpp.llama_token * cap)()
@@ -276,7 +280,9 @@ class Engine:
         if not items:
             raise EngineError("empty forward pass")
         if len(items) > self.n_batch:
-            raise EngineError(f"a pass holds at most n_batch={self.n_batch} tokens, got {len(items)}")
+            raise EngineError(
+                f"a pass holds at most n_batch={self.n_batch} tokens, got {len(items)}"
+            )
         batch = self._batch
         if batch is None:
             raise EngineError("the engine is closed")

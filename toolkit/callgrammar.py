@@ -2,8 +2,10 @@
 
 A response is one or more calls in the chosen format; each call names one of the given
 tools and carries its arguments as compact JSON: required arguments first in schema
-order, then any optional ones in schema order. Building the text is pure; the matcher
-that runs it lives in `toolweave.native.constraints`.
+order, then any optional ones in schema order. Argument values are compiled by
+`toolweave.valuegrammar`, so every string, array and number is bounded. `value_grammar`
+is the grammar of one argument value, for decoders that write values one at a time.
+Building the text is pure; the matcher that runs it lives in `toolweave.native.constraints`.
 """
 
 from __future__ import annotations
@@ -16,8 +18,19 @@ from typing import Any
 from toolweave.errors import ConstraintError
 from toolweave.formats import CallFormat
 from toolweave.toolspec import ToolSpec
+from toolweave.valuegrammar import MAX_ARRAY_ITEMS, MAX_STRING_CHARS, compile_value
+from toolweave.valuelexemes import Flavor, lark_literal
 
-__all__ = ["JSON_LAYOUTS", "arguments_schema", "call_grammar", "lark_literal", "value_schema"]
+__all__ = [
+    "JSON_LAYOUTS",
+    "MAX_ARRAY_ITEMS",
+    "MAX_STRING_CHARS",
+    "arguments_schema",
+    "call_grammar",
+    "lark_literal",
+    "value_grammar",
+    "value_schema",
+]
 
 #: For the JSON formats: the key holding the tool name and the key holding the arguments.
 JSON_LAYOUTS: Mapping[str, tuple[str, str]] = {
@@ -29,35 +42,39 @@ JSON_LAYOUTS: Mapping[str, tuple[str, str]] = {
 _COMPACT = {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
 
 
-def lark_literal(text: str) -> str:
-    """A Lark string literal matching exactly `text`."""
-    return json.dumps(text, ensure_ascii=False)
-
-
-def _close_objects(schema: Any) -> Any:
+def _close_objects(schema: Any, max_chars: int = MAX_STRING_CHARS) -> Any:
     # Without additionalProperties=false the model could invent argument names.
     if isinstance(schema, dict):
-        out = {k: _close_objects(v) for k, v in schema.items()}
+        out = {k: _close_objects(v, max_chars) for k, v in schema.items()}
         if out.get("type") == "object" or "properties" in out:
             out.setdefault("additionalProperties", False)
+        if out.get("type") == "string" and not {"enum", "const", "pattern", "format"} & out.keys():
+            out["maxLength"] = min(int(out.get("maxLength", max_chars)), max_chars)
+        if out.get("type") == "array":
+            out["maxItems"] = min(int(out.get("maxItems", MAX_ARRAY_ITEMS)), MAX_ARRAY_ITEMS)
         return out
     if isinstance(schema, list):
-        return [_close_objects(v) for v in schema]
+        return [_close_objects(v, max_chars) for v in schema]
     return schema
 
 
-def arguments_schema(spec: ToolSpec) -> dict[str, Any]:
-    """The tool's parameters as the call grammar sees them: canonical order, closed, compact."""
+def _canonical_parameters(spec: ToolSpec) -> dict[str, Any]:
+    """A copy of the tool's parameters with properties in canonical argument order."""
     params = copy.deepcopy(dict(spec.parameters))
     props = params.get("properties", {})
-    ordered = {k: props[k] for k in spec.argument_order if k in props}
-    params["properties"] = ordered
+    params["properties"] = {k: props[k] for k in spec.argument_order if k in props}
     params["type"] = "object"
     if spec.required:
         params["required"] = list(spec.required)
     else:
         params.pop("required", None)
-    params = _close_objects(params)
+    return params
+
+
+def arguments_schema(spec: ToolSpec) -> dict[str, Any]:
+    """The tool's parameters as JSON Schema for the `grammar` mode: canonical order,
+    closed, compact (the call grammar itself compiles them with `compile_value`)."""
+    params = _close_objects(_canonical_parameters(spec))
     params["x-guidance"] = dict(_COMPACT)
     return params
 
@@ -76,9 +93,7 @@ def _json_call_rule(fmt: CallFormat, spec: ToolSpec, args_rule: str) -> str:
     return f"{lark_literal(head)} {args_rule} {lark_literal('}')}"
 
 
-def call_grammar(
-    fmt: CallFormat, tools: Sequence[ToolSpec], *, max_calls: int | None = 1
-) -> str:
+def call_grammar(fmt: CallFormat, tools: Sequence[ToolSpec], *, max_calls: int | None = 1) -> str:
     """Lark grammar of a response holding 1..max_calls calls (None: unbounded)."""
     if not tools:
         raise ConstraintError("a call grammar needs at least one tool")
@@ -101,6 +116,21 @@ def call_grammar(
     lines.append(f"call: {opening}body{closing}")
     lines.append(f"body: {body}")
     for i, spec in enumerate(tools):
-        lines.append(f"t{i}: {_json_call_rule(fmt, spec, f'a{i}')}")
-        lines.append(f"a{i}: %json {json.dumps(arguments_schema(spec), ensure_ascii=False)}")
+        params = _canonical_parameters(spec)
+        root, rules = compile_value(params, rule_prefix=f"a{i}", root=params)
+        lines.append(f"t{i}: {_json_call_rule(fmt, spec, root)}")
+        lines.extend(rules)
     return "\n".join(lines) + "\n"
+
+
+def value_grammar(spec: ToolSpec, key: str, *, suffix: str = "", flavor: Flavor = "json") -> str:
+    """Lark grammar of argument `key` of `spec` alone, then the literal text `suffix`.
+
+    The value is written as in the call grammar (compact JSON, or a Python literal with
+    ``flavor="python"``). `ToolSpecError` if the tool has no such argument,
+    `ConstraintError` if the value cannot be constrained in that flavor.
+    """
+    schema = spec.property_schema(key)
+    root, rules = compile_value(schema, flavor=flavor, rule_prefix="v", root=spec.parameters)
+    tail = f" {lark_literal(suffix)}" if suffix else ""
+    return "\n".join([f"start: {root}{tail}", *rules]) + "\n"

@@ -35,6 +35,8 @@ class CallStats:
     time_to_tool_ms: float | None = None
     total_ms: float = 0.0
     phases_ms: Mapping[str, float] = field(default_factory=dict)
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

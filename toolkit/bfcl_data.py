@@ -1,0 +1,183 @@
+"""The BFCL v4 data files: where they live and how they are read.
+
+The files are kept in a cache directory filled from the ``bfcl-eval`` wheel.
+The data files ship inside the wheel; installing the package would pull in a large
+dependency tree, so the wheel is downloaded with ``pip download --no-deps`` and only
+``bfcl_eval/data/**`` is extracted. The cache directory is filled atomically (extract
+to a temporary directory, then rename), so a directory that exists is complete.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from toolweave.errors import ToolweaveError
+
+__all__ = [
+    "BFCL_VERSION",
+    "DatasetError",
+    "Message",
+    "bfcl_data_dir",
+    "read_category",
+    "read_json_lines",
+    "turn_messages",
+]
+
+BFCL_VERSION = "2026.3.23"
+_ENV_VAR = "TOOLWEAVE_BFCL_DIR"
+_DATA_PREFIX = "bfcl_eval/data/"
+_DOWNLOAD_TIMEOUT_S = 300
+_HINT = f"check network access to PyPI, or set {_ENV_VAR} to an unpacked bfcl_eval/data directory"
+# Entries that every complete data directory holds.
+_MARKERS = ("BFCL_v4_simple_python.json", "possible_answer", "multi_turn_func_doc")
+
+
+Message = Mapping[str, str]
+
+
+class DatasetError(ToolweaveError):
+    """A benchmark data set is missing, cannot be downloaded, or does not parse."""
+
+
+def bfcl_data_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """Return the directory holding BFCL's ``bfcl_eval/data`` files, downloading once.
+
+    The directory is ``cache_dir``, else ``$TOOLWEAVE_BFCL_DIR``, else
+    ``~/.cache/toolweave/bfcl-2026.3.23``. Prints nothing; raises `DatasetError`.
+    """
+    if cache_dir is None:
+        cache_dir = os.environ.get(_ENV_VAR) or (
+            Path.home() / ".cache" / "toolweave" / f"bfcl-{BFCL_VERSION}"
+        )
+    target = Path(cache_dir).expanduser()
+    if _is_complete(target):
+        return target
+    if target.exists() and any(target.iterdir()):
+        raise DatasetError(
+            f"{target} exists but does not hold the BFCL data (no {', '.join(_MARKERS)}); "
+            f"delete it to download again"
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".bfcl-", dir=target.parent) as tmp:
+        wheel = _download_wheel(Path(tmp))
+        staged = Path(tmp) / "data"
+        _extract_data(wheel, staged)
+        try:
+            os.replace(staged, target)  # works onto a missing or empty directory
+        except OSError:
+            if not _is_complete(target):  # another process may have won the race
+                raise DatasetError(f"cannot move the BFCL data into {target}") from None
+    return target
+
+
+def read_json_lines(path: Path) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line_number, value)`` for each non-blank line of a JSON-lines file.
+
+    A line that is not JSON yields ``(line_number, None)``, so callers can skip and
+    count it; a missing file raises `DatasetError`.
+    """
+    try:
+        handle = path.open(encoding="utf-8")
+    except FileNotFoundError:
+        raise DatasetError(f"BFCL data file {path} does not exist") from None
+    with handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield number, json.loads(line)
+            except json.JSONDecodeError:
+                yield number, None
+
+
+def read_category(root: Path, category: str) -> Iterator[tuple[str, Any, Any]]:
+    """Yield ``(id, entry, ground_truth)`` for each question of ``BFCL_v4_<category>.json``.
+
+    Ground truth comes from ``possible_answer/`` (None for an id it lacks). For a line
+    that is not a JSON object with a string id, ``entry`` is None and ``id`` is
+    ``"<file>:<line>"``.
+    """
+    questions = root / f"BFCL_v4_{category}.json"
+    answers = root / "possible_answer" / questions.name
+    truth: dict[str, Any] = {}
+    for _, item in read_json_lines(answers):
+        if isinstance(item, dict) and isinstance(item.get("id"), str):
+            truth[item["id"]] = item.get("ground_truth")
+    for line, entry in read_json_lines(questions):
+        key = entry.get("id") if isinstance(entry, dict) else None
+        if isinstance(key, str):
+            yield key, entry, truth.get(key)
+        else:
+            yield f"{questions.name}:{line}", None, None
+
+
+def turn_messages(turn: Any) -> tuple[Message, ...]:
+    """Convert one BFCL turn (a list of messages) to ``{"role", "content"}`` dicts.
+
+    Raises ValueError for anything else.
+    """
+    if not isinstance(turn, list):
+        raise ValueError("a turn is not a list of messages")
+    messages: list[Message] = []
+    for message in turn:
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise ValueError(f"malformed message {message!r}")
+        messages.append({"role": message["role"], "content": str(message.get("content", ""))})
+    return tuple(messages)
+
+
+def _is_complete(directory: Path) -> bool:
+    return all((directory / name).exists() for name in _MARKERS)
+
+
+def _download_wheel(into: Path) -> Path:
+    command = [
+        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+        "--disable-pip-version-check", "--retries", "2", "--timeout", "30",
+        "-d", str(into), f"bfcl-eval=={BFCL_VERSION}",
+    ]  # fmt: skip
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=_DOWNLOAD_TIMEOUT_S, check=False
+        )
+    except subprocess.TimeoutExpired:
+        raise DatasetError(
+            f"downloading bfcl-eval=={BFCL_VERSION} took more than {_DOWNLOAD_TIMEOUT_S} s; {_HINT}"
+        ) from None
+    wheels = sorted(into.glob("bfcl_eval-*.whl"))
+    if done.returncode != 0 or not wheels:
+        tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:])
+        raise DatasetError(
+            f"pip download of bfcl-eval=={BFCL_VERSION} failed (exit {done.returncode}); "
+            f"{_HINT}\n{tail}"
+        )
+    return wheels[0]
+
+
+def _extract_data(wheel: Path, into: Path) -> None:
+    """Extract ``bfcl_eval/data/**`` from ``wheel`` into ``into``, refusing odd paths."""
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            for member in archive.infolist():
+                if member.is_dir() or not member.filename.startswith(_DATA_PREFIX):
+                    continue
+                relative = PurePosixPath(member.filename[len(_DATA_PREFIX) :])
+                if relative.is_absolute() or ".." in relative.parts:
+                    raise DatasetError(f"unsafe path {member.filename!r} in {wheel.name}")
+                destination = into.joinpath(*relative.parts)
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                with archive.open(member) as source, destination.open("wb") as sink:
+                    shutil.copyfileobj(source, sink)
+    except zipfile.BadZipFile as exc:
+        raise DatasetError(f"{wheel.name} is not a valid wheel: {exc}") from None
+    if not _is_complete(into):
+        raise DatasetError(f"{wheel.name} does not hold the expected bfcl_eval/data files")
