@@ -223,7 +223,7 @@ def scratch_sequences(engine: Engine) -> list[int]:
 def measure_costs(
     engine: Engine, *, context_tokens: int = 256, repeats: int = 5, quick: bool = False
 ) -> CostTable:
-    """Measure the engine's cost table (median of `repeats` timings per point).
+    """Measure the engine's cost table (lower median of `repeats` timings per point).
 
     `quick` (for start-up): 2 repeats, k in {1, 2, 4, 8} with the rest interpolated, a
     prefix of at most 64 tokens and state figures on that prefix. The scratch sequences
@@ -278,7 +278,9 @@ def _filler_tokens(engine: Engine, n: int) -> list[int]:
 
 
 def _median_ms(samples: Sequence[float]) -> float:
-    return float(statistics.median(samples))
+    # The lower median: with an even count (2 quick repeats) a timing disturbed by another
+    # process on a shared CPU is dropped instead of averaged in.
+    return float(statistics.median_low(samples))
 
 
 def _timed(fn: Callable[[], object]) -> float:

@@ -7,7 +7,6 @@ reuse the longest common prompt prefix already in the KV cache.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -15,16 +14,16 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from toolweave.callgrammar import call_grammar, value_grammar
 from toolweave.errors import CallFormatError, ConstraintError, ContextFullError, ToolSpecError
 from toolweave.formats import CallFormat, format_for_chat_template, get_format
-from toolweave.native.constraints import TokenMatcher, vocabulary_for
-from toolweave.native.engine import BatchToken, Engine
 from toolweave.native.calibration import CostTable, measure_costs
+from toolweave.native.constraints import TokenMatcher, vocabulary_for
 from toolweave.native.decoder import ResponseDecoder
+from toolweave.native.engine import BatchToken, Engine
 from toolweave.prompt import Message, render_chat, tool_messages
 from toolweave.results import MODES, CallResult, CallStats, InvalidCall
 from toolweave.toolspec import ToolCall, ToolSpec
-from toolweave.callgrammar import call_grammar, lark_literal, value_schema
 
 __all__ = ["CallEvent", "ToolCaller"]
 
@@ -72,7 +71,7 @@ class ToolCaller:
         self.by_name = {t.name: t for t in self.tools}
         if isinstance(fmt, str):
             fmt = get_format(fmt)
-        self.fmt = fmt or format_for_chat_template(engine.chat_template)
+        self.fmt: CallFormat = fmt or format_for_chat_template(engine.chat_template)
         self.max_calls = max_calls
         self.max_tokens = max_tokens
         self.system = system
@@ -215,9 +214,7 @@ class ToolCaller:
         return self._costs
 
     def _value_grammar(self, spec: ToolSpec, key: str, suffix: str) -> str:
-        schema = json.dumps(value_schema(spec, key), ensure_ascii=False)
-        tail = f" {lark_literal(suffix)}" if suffix else ""
-        return f"start: v{tail}\nv: %json {schema}\n"
+        return value_grammar(spec, key, suffix=suffix)
 
     def _prefill_prompt(self, prompt: Sequence[int]) -> tuple[float, NDArray[np.float32], float]:
         """KV for every prompt token but the last, reusing the cached prefix; then the last

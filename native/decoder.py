@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
 
-from toolweave.errors import CallFormatError, ConstraintError
+from toolweave.errors import CallFormatError
 from toolweave.formats import CallFormat
 from toolweave.native.constraints import TokenMatcher, Vocabulary
 from toolweave.native.engine import BatchToken, Engine
@@ -218,7 +218,7 @@ class ResponseDecoder:
         return DecodeEvent("call", time.perf_counter(), call=call)
 
     # ------------------------------------------------------------------ drafting
-    def _maybe_draft(self) -> Iterator[DecodeEvent]:
+    def _maybe_draft(self) -> Generator[DecodeEvent, None, bool]:
         """Generator returning True when it committed tokens from a draft."""
         state = self._call
         spec = state.spec
@@ -231,6 +231,7 @@ class ResponseDecoder:
             keys = spec.required[: len(self.branch_seqs)]
             head, tail = self._heads[spec.name]
             t0 = time.perf_counter()
+            self._flush()  # exactly the pass `jump` makes for these tokens
             vg = self.value_grammar
             # What follows each value: the next key's comma, or for the last required value
             # the end of the arguments (or the comma of an optional one).
@@ -295,7 +296,7 @@ class ResponseDecoder:
                 return draft[draft.index(pat) + len(pat) :]
         return ""
 
-    def _write_back(self, required_text: str) -> Iterator[DecodeEvent]:
+    def _write_back(self, required_text: str) -> Generator[DecodeEvent, None, bool]:
         """`fast`: commit the drafted required arguments without verification."""
         call_text = self._call_text(self.text())
         if not required_text.startswith(call_text):
@@ -311,7 +312,7 @@ class ResponseDecoder:
         self.totals.add_phase("write_back", (time.perf_counter() - t0) * 1000)
         return True
 
-    def _verify_draft(self) -> Iterator[DecodeEvent]:
+    def _verify_draft(self) -> Generator[DecodeEvent, None, bool]:
         """`lossless`: verify the draft under the real prefix in one pass."""
         call_text = self._call_text(self.text())
         at = len(self.tokens)

@@ -8,6 +8,7 @@ Every handle is freed by `close()` (or the context manager); every error code be
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import threading
@@ -157,10 +158,8 @@ class Engine:
         self.close()
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # at shutdown the library may be gone already
             self.close()
-        except Exception:  # interpreter shutdown: the library may already be gone
-            pass
 
     @property
     def ctx(self) -> llama_cpp.llama_context_p:
@@ -297,7 +296,7 @@ class Engine:
             if not it.seq_ids or len(it.seq_ids) > self.n_seq_max:
                 raise SequenceError(f"a token needs 1..{self.n_seq_max} sequence ids")
             batch.token[i] = it.token
-            batch.pos[i] = it.pos
+            batch.pos[i] = it.pos  # type: ignore[call-overload]
             batch.n_seq_id[i] = len(it.seq_ids)
             for j, s in enumerate(it.seq_ids):
                 self._check_seq(s)
@@ -356,7 +355,7 @@ class Engine:
         n = llama_cpp.llama_state_seq_get_data(self.ctx, buf, size, seq)
         if n == 0 and size:
             raise EngineError(f"could not read the state of sequence {seq}")
-        return bytes(buf[:n])
+        return ctypes.string_at(buf, n)
 
     def state_set(self, seq: int, data: bytes) -> None:
         """Replace the KV state of `seq` with `data` (from `state_get`)."""

@@ -109,14 +109,6 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path: Path, tools_file: Path) -> No
     assert not failures, "\n".join(failures)
 
 
-def test_mode_not_implemented_is_a_clean_error(tools_file: Path) -> None:
-    proc = toolweave("call", "--tools", tools_file, "--query", "hi", "--mode", "fast")
-    if proc.returncode == 0:
-        pytest.skip("mode 'fast' is implemented now")
-    assert proc.returncode == 2
-    assert proc.stderr.startswith("toolweave: error: ") and "Traceback" not in proc.stderr
-
-
 def test_help_without_command_succeeds() -> None:
     proc = toolweave()
     assert proc.returncode == 0

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from toolweave.errors import CallFormatError
 from toolweave.formats import (
     FORMATS,

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from toolweave.errors import ToolSpecError
 from toolweave.toolspec import ToolCall, ToolSpec, load_tools, load_tools_file
 

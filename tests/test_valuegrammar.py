@@ -80,7 +80,7 @@ def text_of(value: Any, flavor: Flavor) -> str:
 _TRICKY = st.sampled_from(
     list('"\\/\n\r\t\b\f\x00\x04\x1f\x7f\x85\u00a0\u2028é中😀\U000e0001\U0010fffd<|im_end|>')
 )
-_CHARS = st.one_of(st.characters(exclude_categories=("Cs",), max_codepoint=0x3FFFF), _TRICKY)
+_CHARS = st.one_of(st.characters(codec="utf-8", max_codepoint=0x3FFFF), _TRICKY)
 _KEYS = st.text(st.one_of(st.sampled_from("abcxyz_"), _TRICKY), min_size=1, max_size=6)
 _SCALARS = st.one_of(
     st.none(),
@@ -244,7 +244,8 @@ def test_every_assistant_tool_call_is_accepted(checker: Checker) -> None:
 
     check()
     # Optional arguments out of canonical order are not a call of this grammar.
-    swapped = '<tool_call>{"name":"get_current_weather","arguments":{"unit":"celsius","location":"Bern"}}</tool_call>'
+    args = '{"unit":"celsius","location":"Bern"}'
+    swapped = f'<tool_call>{{"name":"get_current_weather","arguments":{args}}}</tool_call>'
     assert not checker.accepts(grammar, swapped)
 
 

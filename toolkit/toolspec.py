@@ -24,6 +24,7 @@ from typing import Any
 from jsonschema.exceptions import SchemaError, best_match
 from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
+
 from toolweave.errors import ToolSpecError
 
 __all__ = ["ToolCall", "ToolSpec", "load_tools", "load_tools_file"]

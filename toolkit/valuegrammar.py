@@ -21,13 +21,20 @@ exclusivity, ``uniqueItems``, ``multipleOf`` and upper bounds of numbers.
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from toolweave.errors import ConstraintError
+from toolweave.schemasubset import (
+    ANNOTATIONS,
+    DELEGATED,
+    bounded_schema,
+    lower_bound,
+    resolve_ref,
+    types_of,
+)
 from toolweave.valuelexemes import (
     Flavor,
     lark_literal,
@@ -46,27 +53,6 @@ MAX_ARRAY_ITEMS = 32
 #: How deeply arrays and objects may nest in a value whose schema says nothing (``{}``).
 ANY_DEPTH = 3
 
-_TYPES = ("string", "integer", "number", "boolean", "null", "array", "object")
-# Keywords that describe a value without constraining it.
-_ANNOTATIONS = frozenset(
-    {"title", "description", "default", "examples", "$comment", "$schema", "$id", "$defs",
-     "definitions", "deprecated", "readOnly", "writeOnly", "x-guidance", "uniqueItems",
-     "multipleOf", "maximum", "exclusiveMaximum", "contentMediaType", "contentEncoding"}
-)  # fmt: skip
-# Keywords this compiler leaves to llguidance's %json.
-_DELEGATED = frozenset(
-    {"pattern", "format", "not", "if", "then", "else", "prefixItems", "patternProperties",
-     "propertyNames", "dependentRequired", "dependentSchemas", "dependencies", "contains",
-     "minProperties", "maxProperties", "unevaluatedProperties", "unevaluatedItems",
-     "$dynamicRef", "$recursiveRef"}
-)  # fmt: skip
-# Keywords that imply a type when "type" is missing.
-_IMPLIED_TYPES = (
-    ("object", ("properties", "required", "additionalProperties")),
-    ("array", ("items", "minItems", "maxItems")),
-    ("string", ("minLength", "maxLength")),
-    ("number", ("minimum", "exclusiveMinimum")),
-)
 _RULE_NAME = re.compile(r"[a-z][a-z0-9_]*")
 _SIMPLE = re.compile(r'[a-z0-9_]+|"(?:[^"\\]|\\.)*"')
 
@@ -131,7 +117,8 @@ class _Compiler:
         self.root = root
         self.lines: list[str] = []
         self.count = 0
-        self.named: dict[str, str] = {}  # $ref pointers and any-value depths -> rule names
+        # $ref pointers, any-value rule names and shared expressions -> rule names
+        self.named: dict[str, str] = {}
 
     # -- rules and expressions ------------------------------------------------------------
     def rule(self, expr: str, name: str | None = None) -> str:
@@ -182,12 +169,12 @@ class _Compiler:
             return self.any(self.options.any_depth)
         if not isinstance(schema, Mapping):
             raise ConstraintError(f"no value matches the schema {schema!r}")
-        keys = set(schema) - _ANNOTATIONS
+        keys = set(schema) - ANNOTATIONS
         if "$ref" in keys and keys != {"$ref"}:
             return self.delegate(schema)
         if "$ref" in keys:
             return self.ref(schema["$ref"])
-        if keys & _DELEGATED and not (self.flavor == "python" and keys & _DELEGATED == {"format"}):
+        if keys & DELEGATED and not (self.flavor == "python" and keys & DELEGATED == {"format"}):
             return self.delegate(schema)
         if "allOf" in keys:
             parts = schema["allOf"]
@@ -202,7 +189,7 @@ class _Compiler:
             return self.choice(self.literal(item) for item in schema["enum"])
         if "anyOf" in keys or "oneOf" in keys:
             return self.branches(schema)
-        alternatives = [self.typed(kind, schema) for kind in self.types(schema)]
+        alternatives = [self.typed(kind, schema) for kind in types_of(schema)]
         if schema.get("nullable") is True:
             alternatives.append(self.literal(None))
         return self.choice(alternatives)
@@ -213,22 +200,12 @@ class _Compiler:
             return self.delegate(schema)
         parts = schema.get("anyOf", schema.get("oneOf"))
         rest = {k: v for k, v in schema.items() if k not in ("anyOf", "oneOf")}
-        shared = set(rest) - _ANNOTATIONS
+        shared = set(rest) - ANNOTATIONS
         if not isinstance(parts, list) or not parts:
             raise ConstraintError(f"anyOf/oneOf must be a non-empty list, got {parts!r}")
         if any(not isinstance(p, Mapping) or shared & set(p) for p in parts):
             return self.delegate(schema)
         return self.choice(self.value({**rest, **part}) for part in parts)
-
-    def types(self, schema: Mapping[str, Any]) -> list[str]:
-        kind = schema.get("type")
-        if kind is None:
-            implied = [t for t, keys in _IMPLIED_TYPES if any(k in schema for k in keys)]
-            return implied[:1] or ["any"]
-        kinds = [kind] if isinstance(kind, str) else kind
-        if not isinstance(kinds, list) or not kinds or any(k not in _TYPES for k in kinds):
-            raise ConstraintError(f"unknown schema type {kind!r}")
-        return kinds
 
     def typed(self, kind: str, schema: Mapping[str, Any]) -> str:
         o = self.options
@@ -238,7 +215,9 @@ class _Compiler:
             return self.shared(string_regex(self.flavor, low, high))
         if kind in ("integer", "number"):
             integer = kind == "integer"
-            return self.shared(number_regex(integer=integer, minimum=_lower_bound(schema, integer)))
+            return self.shared(
+                number_regex(integer=integer, minimum=lower_bound(schema, integer=integer))
+            )
         if kind == "boolean":
             return f"({self.literal(True)} | {self.literal(False)})"
         if kind == "null":
@@ -317,7 +296,7 @@ class _Compiler:
         if not isinstance(pointer, str):
             raise ConstraintError(f"$ref must be a string, got {pointer!r}")
         if pointer not in self.named:
-            target = _resolve(self.root, pointer)
+            target = resolve_ref(self.root, pointer)
             self.count += 1
             name = self.named[pointer] = f"{self.prefix}_{self.count}"
             self.rule(self.value(target), name)
@@ -325,15 +304,17 @@ class _Compiler:
 
     def delegate(self, schema: Mapping[str, Any]) -> str:
         if self.flavor == "python":
-            unsupported = sorted(set(schema) & (_DELEGATED | {"$ref", "allOf", "anyOf", "items"}))
+            unsupported = sorted(
+                set(schema) & (DELEGATED | {"$ref", "allOf", "anyOf", "oneOf", "items"})
+            )
             raise ConstraintError(
                 f"the python flavor cannot constrain a value with {', '.join(unsupported)}"
             )
         o = self.options
-        doc = _bounded(schema, o.max_string_chars, o.max_array_items)
+        doc = bounded_schema(schema, o.max_string_chars, o.max_array_items)
         for key in ("$defs", "definitions"):
             if key in self.root and key not in doc:
-                doc[key] = _bounded(self.root[key], o.max_string_chars, o.max_array_items)
+                doc[key] = bounded_schema(self.root[key], o.max_string_chars, o.max_array_items)
         doc["x-guidance"] = {
             "whitespace_flexible": False,
             "item_separator": o.item_separator,
@@ -341,69 +322,3 @@ class _Compiler:
             "lenient": True,  # an exotic keyword loosens one value; it must not break a tool
         }
         return self.rule("%json " + json.dumps(doc, ensure_ascii=False))
-
-
-def _lower_bound(schema: Mapping[str, Any], integer: bool) -> float | None:
-    """The least value allowed, as far as it decides the sign (and, for integers, zero)."""
-    bounds: list[float] = []
-    minimum: Any = schema.get("minimum")
-    exclusive: Any = schema.get("exclusiveMinimum")
-    if exclusive is True:  # draft 4: a flag on minimum
-        minimum, exclusive = None, minimum
-    if _is_number(minimum):
-        bounds.append(minimum)
-    if _is_number(exclusive):
-        bounds.append(math.floor(exclusive) + 1 if integer else exclusive)
-    return max(bounds) if bounds else None
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _resolve(root: Mapping[str, Any], pointer: str) -> Any:
-    if not pointer.startswith("#"):
-        raise ConstraintError(f"only local $refs can be constrained, got {pointer!r}")
-    node: Any = root
-    for part in pointer[1:].split("/")[1:]:
-        part = part.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, Mapping) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            raise ConstraintError(f"$ref {pointer!r} points nowhere")
-    return node
-
-
-# Keywords holding a map of names to subschemas.
-_SCHEMA_MAPS = frozenset(
-    {"properties", "$defs", "definitions", "patternProperties", "dependentSchemas"}
-)
-# Keywords whose values are data, not subschemas.
-_DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples", "required", "x-guidance"})
-
-
-def _bounded(node: Any, max_chars: int, max_items: int) -> Any:
-    """A copy of a schema for %json: objects closed, strings and arrays bounded."""
-    if not isinstance(node, Mapping):
-        return node
-    out: dict[str, Any] = {}
-    for key, value in node.items():
-        if key in _DATA_KEYWORDS:
-            out[key] = value
-        elif key in _SCHEMA_MAPS and isinstance(value, Mapping):
-            out[key] = {name: _bounded(sub, max_chars, max_items) for name, sub in value.items()}
-        elif isinstance(value, list):
-            out[key] = [_bounded(sub, max_chars, max_items) for sub in value]
-        else:
-            out[key] = _bounded(value, max_chars, max_items)
-    kinds = out.get("type")
-    kinds = kinds if isinstance(kinds, list) else [kinds]
-    if "object" in kinds or "properties" in out:
-        out.setdefault("additionalProperties", False)
-    if "string" in kinds and not {"enum", "const"} & out.keys():
-        out.setdefault("maxLength", max_chars)
-    if "array" in kinds:
-        out.setdefault("maxItems", max(max_items, int(out.get("minItems", 0))))
-    return out
