@@ -1,0 +1,1 @@
+"""The edges of toolweave: the command line (MCP and LangChain adapters come next)."""
