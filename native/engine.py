@@ -80,6 +80,8 @@ class Engine:
         n_seq_max: int = 16,
         n_batch: int = 512,
         n_threads: int | None = None,
+        n_threads_batch: int | None = None,
+        batch_invariant: bool = True,
         verbose: bool = False,
     ) -> None:
         path = Path(model_path)
@@ -106,14 +108,20 @@ class Engine:
         self.n_vocab: int = llama_cpp.llama_vocab_n_tokens(self._vocab)
         self.n_ctx_train: int = llama_cpp.llama_model_n_ctx_train(model)
 
-        threads = n_threads or max(1, os.cpu_count() or 1)
+        # With several threads, llama.cpp's CPU attention splits a single-token pass over
+        # the KV cells (once they pass 256), so its logits differ from the same token's
+        # row in a multi-token pass by up to ~0.9. One thread for single-token passes and
+        # all cores for batches makes them bit-identical (what `lossless` needs) at a
+        # measured ~2-7% per serial step on this 2-core CPU.
+        batch_threads = n_threads_batch or n_threads or max(1, os.cpu_count() or 1)
+        threads = n_threads or (1 if batch_invariant else batch_threads)
         cparams = llama_cpp.llama_context_default_params()
         cparams.n_ctx = n_ctx
         cparams.n_batch = n_batch
         cparams.n_ubatch = n_batch
         cparams.n_seq_max = n_seq_max
         cparams.n_threads = threads
-        cparams.n_threads_batch = threads
+        cparams.n_threads_batch = batch_threads
         cparams.kv_unified = True
         cparams.no_perf = True
         ctx = llama_cpp.llama_init_from_model(model, cparams)
@@ -125,6 +133,7 @@ class Engine:
         self.n_seq_max = n_seq_max
         self.n_batch = n_batch
         self.n_threads = threads
+        self.n_threads_batch = batch_threads
         self._mem = llama_cpp.llama_get_memory(ctx)
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, n_seq_max)
         self.counters = EngineCounters()

@@ -50,7 +50,7 @@ class GrammarBaseline:
             model_path=str(engine.model_path),
             n_ctx=engine.n_ctx,
             n_threads=engine.n_threads,
-            n_threads_batch=engine.n_threads,
+            n_threads_batch=engine.n_threads_batch,
             n_batch=engine.n_batch,
             verbose=False,
         )
