@@ -302,6 +302,7 @@ class ResponseDecoder:
         if not required_text.startswith(call_text):
             return False
         draft = self.engine.tokenize(required_text[len(call_text) :], parse_special=False)
+        draft = draft[: self.max_tokens - len(self.tokens)]
         if not draft or self.matcher.accepts_prefix(draft) < len(draft):
             return False
         t0 = time.perf_counter()
