@@ -25,13 +25,9 @@ from rich.table import Table
 
 import toolweave
 from toolweave.errors import ToolSpecError
+from toolweave.modebench import ModeComparison, compare_modes
 from toolweave.models import MODELS, resolve_model
-from toolweave.native.calibration import (
-    CostTable,
-    ModeComparison,
-    compare_modes,
-    measure_costs,
-)
+from toolweave.native.calibration import CostTable, measure_costs
 from toolweave.native.caller import ToolCaller
 from toolweave.native.engine import Engine
 from toolweave.native.grammar_baseline import GrammarBaseline

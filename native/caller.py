@@ -7,9 +7,10 @@ reuse the longest common prompt prefix already in the KV cache.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
@@ -22,24 +23,13 @@ from toolweave.native.constraints import TokenMatcher, vocabulary_for
 from toolweave.native.decoder import ResponseDecoder
 from toolweave.native.engine import BatchToken, Engine
 from toolweave.prompt import Message, render_chat, tool_messages
-from toolweave.results import MODES, CallResult, CallStats, InvalidCall
+from toolweave.results import MODES, CallEvent, CallResult, CallStats, InvalidCall
 from toolweave.toolspec import ToolCall, ToolSpec
 
+if TYPE_CHECKING:
+    from toolweave.native.grammar_baseline import GrammarBaseline
+
 __all__ = ["CallEvent", "ToolCaller"]
-
-
-@dataclass(frozen=True)
-class CallEvent:
-    """Something that happened while answering: `kind` is one of
-    'tokens', 'name', 'provisional', 'call', 'done'."""
-
-    kind: str
-    t_ms: float
-    tokens: tuple[int, ...] = ()
-    decoded: bool = True
-    call: ToolCall | None = None
-    name: str | None = None
-    result: CallResult | None = None
 
 
 def _always_batch(k: int) -> bool:
@@ -80,8 +70,7 @@ class ToolCaller:
         self.grammar = call_grammar(self.fmt, self.tools, max_calls=max_calls)
         TokenMatcher(self.vocab, self.grammar)  # fail early on a grammar llguidance rejects
         self._cached: list[int] = []  # tokens whose KV sits in sequence `seq`
-        self._grammar_baseline: object | None = None
-        self._prompt_passes = 0
+        self._grammar_baseline: GrammarBaseline | None = None
         self._costs: CostTable | None = costs
 
     # ------------------------------------------------------------------ prompt
@@ -99,12 +88,6 @@ class ToolCaller:
 
     def prompt_tokens(self, request: str | Sequence[Message]) -> list[int]:
         return self.engine.tokenize(self.prompt_text(request))
-
-    def _last_prompt_pass(self, tokens: Sequence[int]) -> NDArray[np.float32]:
-        pos = len(tokens) - 1
-        logits = self.engine.forward([BatchToken(tokens[-1], pos, (self.seq,), True)])[0]
-        self._cached = list(tokens)
-        return logits
 
     # ------------------------------------------------------------------ decoding
     def call(self, request: str | Sequence[Message], mode: str = "constrained") -> CallResult:
@@ -128,9 +111,7 @@ class ToolCaller:
 
             if self._grammar_baseline is None:
                 self._grammar_baseline = GrammarBaseline(self.engine)
-            baseline = self._grammar_baseline
-            assert isinstance(baseline, GrammarBaseline)
-            result = baseline.call(self, request)
+            result = self._grammar_baseline.call(self, request)
             yield CallEvent("done", result.stats.total_ms, result=result)
             return
         yield from self._decode_events(request, mode)
@@ -153,6 +134,8 @@ class ToolCaller:
                         raise ConstraintError("the caller's sequence collides with value branches")
             passes0 = eng.counters.forward_passes
             t0, logits, prompt_ms = self._prefill_prompt(prompt)
+            # Every prompt pass but the last one (which every mode pays) is prefill.
+            prefill_passes = eng.counters.forward_passes - passes0 - 1
             decoder = ResponseDecoder(
                 eng,
                 self.vocab,
@@ -172,17 +155,14 @@ class ToolCaller:
             t_final: float | None = None
             provisional: list[ToolCall] = []
             for ev in decoder.run():
-                now = (ev.t - t0) * 1000
-                if ev.kind == "tokens":
-                    yield CallEvent("tokens", now, tokens=ev.tokens, decoded=ev.decoded)
-                    continue
+                ev = dataclasses.replace(ev, t_ms=ev.t_ms - t0 * 1000)
                 if ev.kind == "provisional" and ev.call is not None:
                     provisional.append(ev.call)
                 if ev.kind in ("provisional", "call") and t_tool is None:
-                    t_tool = now
+                    t_tool = ev.t_ms
                 if ev.kind == "call" and t_final is None:
-                    t_final = now
-                yield CallEvent(ev.kind, now, call=ev.call, name=ev.name)
+                    t_final = ev.t_ms
+                yield ev
             total_ms = (time.perf_counter() - t0) * 1000
             eng.seq_remove(self.seq, len(prompt))  # keep the prompt cached, drop the response
             passes = eng.counters.forward_passes - passes0
@@ -192,7 +172,7 @@ class ToolCaller:
             phases["time_to_final_call"] = t_final
         stats = CallStats(
             forward_passes=passes,
-            decode_passes=passes - 1 - self._prompt_passes,
+            decode_passes=passes - 1 - prefill_passes,
             prefill_tokens=len(prompt) + totals.prefilled,
             decoded_tokens=totals.decoded,
             output_tokens=len(decoder.tokens),
@@ -220,29 +200,26 @@ class ToolCaller:
         """KV for every prompt token but the last, reusing the cached prefix; then the last
         token alone, so its logits are computed the same way whatever was cached.
         Returns the start time of that final pass, its logits, and the ms spent before it."""
-        passes0 = self.engine.counters.forward_passes
         eng = self.engine
-        t_start = time.perf_counter()
-        keep = 0
-        limit = min(len(self._cached), len(prompt) - 1)
-        while keep < limit and self._cached[keep] == prompt[keep]:
-            keep += 1
         if len(prompt) + self.max_tokens > eng.n_ctx:
             raise ContextFullError(
                 f"prompt of {len(prompt)} tokens plus {self.max_tokens} output tokens exceeds "
                 f"the context window of {eng.n_ctx}"
             )
+        t_start = time.perf_counter()
+        keep = 0
+        limit = min(len(self._cached), len(prompt) - 1)
+        while keep < limit and self._cached[keep] == prompt[keep]:
+            keep += 1
         eng.seq_remove(self.seq, keep)
         self._cached = list(prompt[:keep])
         if keep < len(prompt) - 1:
             eng.prefill(self.seq, prompt[keep:-1], start=keep, logits_last=False)
-        self._cached = list(prompt[:-1])
-        self._prompt_passes = eng.counters.forward_passes - passes0
         t0 = time.perf_counter()
-        prompt_ms = (t0 - t_start) * 1000
         # The last prompt token is the first pass of the response: every mode pays it.
-        logits = self._last_prompt_pass(prompt)
-        return t0, logits, prompt_ms
+        logits = eng.forward([BatchToken(prompt[-1], len(prompt) - 1, (self.seq,), True)])[0]
+        self._cached = list(prompt)
+        return t0, logits, (t0 - t_start) * 1000
 
     def _result(
         self,

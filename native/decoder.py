@@ -20,6 +20,7 @@ after `tokens[kv_len - 1]`; `tokens[kv_len:]` are committed but not yet forwarde
 
 from __future__ import annotations
 
+import codecs
 import json
 import time
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
@@ -33,23 +34,16 @@ from toolweave.formats import CallFormat
 from toolweave.native.constraints import TokenMatcher, Vocabulary
 from toolweave.native.engine import BatchToken, Engine
 from toolweave.native.values import draft_values
+from toolweave.results import CallEvent
 from toolweave.toolspec import ToolCall, ToolSpec
 
-__all__ = ["DecodeEvent", "DecodeTotals", "ResponseDecoder"]
+__all__ = ["DecodeTotals", "ResponseDecoder"]
 
 _SENTINEL = "__toolweave_arguments__"
 
 
-@dataclass(frozen=True)
-class DecodeEvent:
-    """kind: 'tokens' | 'name' | 'provisional' | 'call'."""
-
-    kind: str
-    t: float
-    tokens: tuple[int, ...] = ()
-    decoded: bool = True
-    call: ToolCall | None = None
-    name: str | None = None
+def _now_ms() -> float:
+    return time.perf_counter() * 1000
 
 
 @dataclass
@@ -115,6 +109,9 @@ class ResponseDecoder:
         self.batch_pays = batch_pays
         self.tokens: list[int] = []
         self.kv_len = 0
+        # Response text kept incrementally (a token may end inside a UTF-8 character).
+        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._text = ""
         self.totals = DecodeTotals()
         self.calls: list[ToolCall] = []
         self._call = _CallState(start=0)
@@ -130,7 +127,7 @@ class ResponseDecoder:
         return text[:i], text[i + len(marker) :]
 
     def text(self) -> str:
-        return self.engine.detokenize(self.tokens)
+        return self._text
 
     def _call_text(self, full: str) -> str:
         t = full[self._call.start :]
@@ -140,7 +137,7 @@ class ResponseDecoder:
         return t.lstrip() if self.calls else t
 
     # ------------------------------------------------------------------ the loop
-    def run(self) -> Iterator[DecodeEvent]:
+    def run(self) -> Iterator[CallEvent]:
         while not self.matcher.stopped:
             if len(self.tokens) >= self.max_tokens:
                 self.totals.finish_reason = "length"
@@ -175,17 +172,18 @@ class ResponseDecoder:
         self.logits = rows[0]
         self.kv_len = len(self.tokens)
 
-    def _commit(self, tokens: Sequence[int], *, decoded: bool) -> Iterator[DecodeEvent]:
+    def _commit(self, tokens: Sequence[int], *, decoded: bool) -> Iterator[CallEvent]:
         self.matcher.consume_many(tokens)
         self.tokens.extend(tokens)
+        self._text += self._utf8.decode(b"".join(self.engine.token_bytes(t) for t in tokens))
         if decoded:
             self.totals.decoded += len(tokens)
         else:
             self.totals.prefilled += len(tokens)
-        yield DecodeEvent("tokens", time.perf_counter(), tuple(tokens), decoded)
+        yield CallEvent("tokens", _now_ms(), tuple(tokens), decoded)
         yield from self._track()
 
-    def _track(self) -> Iterator[DecodeEvent]:
+    def _track(self) -> Iterator[CallEvent]:
         """Notice the tool name being decided and calls being complete."""
         full = self.text()
         call_text = self._call_text(full)
@@ -193,7 +191,7 @@ class ResponseDecoder:
             for name, (head, _) in self._heads.items():
                 if call_text.startswith(head):
                     self._call.spec = self.tools[name]
-                    yield DecodeEvent("name", time.perf_counter(), name=name)
+                    yield CallEvent("name", _now_ms(), name=name)
                     break
         if not call_text.rstrip().endswith(self.fmt.close or "}"):
             return
@@ -204,7 +202,7 @@ class ResponseDecoder:
         for c in found[len(self.calls) :]:
             self.calls.append(c)
             if not self._already_emitted(c):
-                yield DecodeEvent("call", time.perf_counter(), call=c)
+                yield CallEvent("call", _now_ms(), call=c)
             self._call = _CallState(start=len(full))
 
     def _already_emitted(self, call: ToolCall) -> bool:
@@ -213,12 +211,12 @@ class ResponseDecoder:
             return True
         return False
 
-    def _emit_early(self, call: ToolCall) -> DecodeEvent:
+    def _emit_early(self, call: ToolCall) -> CallEvent:
         self._early.append(call)
-        return DecodeEvent("call", time.perf_counter(), call=call)
+        return CallEvent("call", _now_ms(), call=call)
 
     # ------------------------------------------------------------------ drafting
-    def _maybe_draft(self) -> Generator[DecodeEvent, None, bool]:
+    def _maybe_draft(self) -> Generator[CallEvent, None, bool]:
         """Generator returning True when it committed tokens from a draft."""
         state = self._call
         spec = state.spec
@@ -271,7 +269,7 @@ class ResponseDecoder:
                 if values is not None:
                     call = ToolCall(spec.name, values)
                     if spec.optional and spec.read_only:
-                        yield DecodeEvent("provisional", time.perf_counter(), call=call)
+                        yield CallEvent("provisional", _now_ms(), call=call)
                     elif not spec.optional and self.mode == "fast":
                         yield self._emit_early(call)
             state.draft_text = required_text + (tail if not spec.optional else "")
@@ -296,7 +294,7 @@ class ResponseDecoder:
                 return draft[draft.index(pat) + len(pat) :]
         return ""
 
-    def _write_back(self, required_text: str) -> Generator[DecodeEvent, None, bool]:
+    def _write_back(self, required_text: str) -> Generator[CallEvent, None, bool]:
         """`fast`: commit the drafted required arguments without verification."""
         call_text = self._call_text(self.text())
         if not required_text.startswith(call_text):
@@ -313,7 +311,7 @@ class ResponseDecoder:
         self.totals.add_phase("write_back", (time.perf_counter() - t0) * 1000)
         return True
 
-    def _verify_draft(self) -> Generator[DecodeEvent, None, bool]:
+    def _verify_draft(self) -> Generator[CallEvent, None, bool]:
         """`lossless`: verify the draft under the real prefix in one pass."""
         call_text = self._call_text(self.text())
         at = len(self.tokens)

@@ -10,14 +10,9 @@ from typing import Any
 import pytest
 
 from toolweave.errors import SequenceError
+from toolweave.modebench import ModeCost, compare_modes
 from toolweave.models import default_model_path
-from toolweave.native.calibration import (
-    CostTable,
-    ModeCost,
-    compare_modes,
-    measure_costs,
-    scratch_sequences,
-)
+from toolweave.native.calibration import CostTable, measure_costs, scratch_sequences
 from toolweave.native.engine import Engine
 from toolweave.results import CallResult, CallStats
 from toolweave.toolspec import ToolCall

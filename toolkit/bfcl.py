@@ -23,7 +23,7 @@ from toolweave.bfcl_data import (
     DatasetError,
     Message,
     bfcl_data_dir,
-    read_category,
+    build_cases,
     turn_messages,
 )
 from toolweave.errors import ToolSpecError
@@ -143,16 +143,12 @@ def sample_cases(
 
 @lru_cache(maxsize=32)
 def _load_cached(category: str, root: Path) -> tuple[tuple[BfclCase, ...], dict[str, str]]:
-    cases: list[BfclCase] = []
-    skipped: dict[str, str] = {}
-    for key, entry, truth in read_category(root, category):
-        try:
-            if entry is None:
-                raise ValueError("not a JSON object with an id")
-            cases.append(_case(category, entry, truth))
-        except (ToolSpecError, ValueError, TypeError, KeyError) as exc:
-            skipped[key] = str(exc) or type(exc).__name__
-    return tuple(cases), skipped
+    return build_cases(
+        root,
+        category,
+        lambda entry, truth: _case(category, entry, truth),
+        (ToolSpecError, ValueError, TypeError, KeyError),
+    )
 
 
 def _case(category: str, entry: Mapping[str, Any], truth: Any) -> BfclCase:

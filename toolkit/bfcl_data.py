@@ -16,17 +16,20 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, TypeVar
 
 from toolweave.errors import ToolweaveError
+
+T = TypeVar("T")
 
 __all__ = [
     "BFCL_VERSION",
     "DatasetError",
     "Message",
     "bfcl_data_dir",
+    "build_cases",
     "read_category",
     "read_json_lines",
     "turn_messages",
@@ -118,6 +121,26 @@ def read_category(root: Path, category: str) -> Iterator[tuple[str, Any, Any]]:
             yield key, entry, truth.get(key)
         else:
             yield f"{questions.name}:{line}", None, None
+
+
+def build_cases(
+    root: Path,
+    category: str,
+    build: Callable[[Any, Any], T],
+    errors: tuple[type[Exception], ...],
+) -> tuple[tuple[T, ...], dict[str, str]]:
+    """Build one case per question of `category`; entries that fail with one of `errors`
+    are skipped and returned as ``{id: reason}`` instead of stopping the load."""
+    cases: list[T] = []
+    skipped: dict[str, str] = {}
+    for key, entry, truth in read_category(root, category):
+        try:
+            if entry is None:
+                raise ValueError("not a JSON object with an id")
+            cases.append(build(entry, truth))
+        except errors as exc:
+            skipped[key] = str(exc) or type(exc).__name__
+    return tuple(cases), skipped
 
 
 def turn_messages(turn: Any) -> tuple[Message, ...]:

@@ -24,7 +24,7 @@ from toolweave.bfcl_data import (
     DatasetError,
     Message,
     bfcl_data_dir,
-    read_category,
+    build_cases,
     read_json_lines,
     turn_messages,
 )
@@ -176,16 +176,12 @@ def _class_tools(class_name: str, root: Path) -> tuple[ToolSpec, ...]:
 
 @lru_cache(maxsize=8)
 def _load_cached(category: str, root: Path) -> tuple[tuple[MultiTurnCase, ...], dict[str, str]]:
-    cases: list[MultiTurnCase] = []
-    skipped: dict[str, str] = {}
-    for key, entry, truth in read_category(root, category):
-        try:
-            if entry is None:
-                raise ValueError("not a JSON object with an id")
-            cases.append(_case(category, entry, truth, root))
-        except (DatasetError, CallFormatError, ValueError, TypeError, KeyError) as exc:
-            skipped[key] = str(exc) or type(exc).__name__
-    return tuple(cases), skipped
+    return build_cases(
+        root,
+        category,
+        lambda entry, truth: _case(category, entry, truth, root),
+        (DatasetError, CallFormatError, ValueError, TypeError, KeyError),
+    )
 
 
 def _case(category: str, entry: Mapping[str, Any], truth: Any, root: Path) -> MultiTurnCase:
