@@ -22,6 +22,7 @@ from toolweave.native.calibration import CostTable, measure_costs
 from toolweave.native.constraints import TokenMatcher, vocabulary_for
 from toolweave.native.decoder import ResponseDecoder
 from toolweave.native.engine import BatchToken, Engine
+from toolweave.native.values import parallel_pays
 from toolweave.prompt import Message, render_chat, tool_messages
 from toolweave.results import MODES, CallEvent, CallResult, CallStats, InvalidCall
 from toolweave.toolspec import ToolCall, ToolSpec
@@ -34,6 +35,14 @@ __all__ = ["CallEvent", "ToolCaller"]
 
 def _always_batch(k: int) -> bool:
     return k > 1
+
+
+def _always_parallel(spec: ToolSpec, n: int) -> bool:
+    return n > 1
+
+
+#: Tokens per argument value assumed before any value was seen (BFCL-like calls).
+TYPICAL_VALUE_TOKENS = 6.0
 
 
 class ToolCaller:
@@ -50,6 +59,7 @@ class ToolCaller:
         system: str | None = None,
         seq: int = 0,
         costs: CostTable | None = None,
+        parallel_values: bool | None = None,
     ) -> None:
         if not tools:
             raise ToolSpecError(None, "at least one tool is needed")
@@ -72,6 +82,9 @@ class ToolCaller:
         self._cached: list[int] = []  # tokens whose KV sits in sequence `seq`
         self._grammar_baseline: GrammarBaseline | None = None
         self._costs: CostTable | None = costs
+        self._value_tokens = TYPICAL_VALUE_TOKENS
+        # None: draft values in parallel when the cost table says it pays; True/False force it.
+        self.parallel_values = parallel_values
 
     # ------------------------------------------------------------------ prompt
     def messages(self, request: str | Sequence[Message]) -> list[dict[str, object]]:
@@ -122,11 +135,17 @@ class ToolCaller:
         with eng.lock:
             branch_seqs: tuple[int, ...] = ()
             batch_pays = _always_batch
+            values_pay = _always_parallel
             if mode in ("fast", "lossless"):
                 costs = self.costs()
 
                 def batch_pays(k: int) -> bool:
                     return costs.pass_ms(k, k, sequences=True) < k * costs.serial_step_ms
+
+                def values_pay(spec: ToolSpec, n: int) -> bool:
+                    if self.parallel_values is not None:
+                        return self.parallel_values and n > 0
+                    return parallel_pays(costs, n, self._value_tokens)
 
                 branch_seqs = tuple(range(1, min(eng.n_seq_max, 8)))
                 for b in branch_seqs:
@@ -150,6 +169,7 @@ class ToolCaller:
                 value_grammar=self._value_grammar,
                 branch_seqs=branch_seqs,
                 batch_pays=batch_pays,
+                parallel_pays=values_pay,
             )
             t_tool: float | None = None
             t_final: float | None = None
@@ -167,6 +187,8 @@ class ToolCaller:
             eng.seq_remove(self.seq, len(prompt))  # keep the prompt cached, drop the response
             passes = eng.counters.forward_passes - passes0
         totals = decoder.totals
+        for n in totals.value_lengths:  # running estimate of value length, for planning
+            self._value_tokens = 0.8 * self._value_tokens + 0.2 * n
         phases = dict(totals.phases_ms)
         if t_final is not None:
             phases["time_to_final_call"] = t_final

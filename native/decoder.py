@@ -56,6 +56,7 @@ class DecodeTotals:
     accepted: int = 0
     finish_reason: str = "stop"
     fallbacks: list[str] = field(default_factory=list)
+    value_lengths: list[int] = field(default_factory=list)
     phases_ms: dict[str, float] = field(default_factory=dict)
 
     def add_phase(self, name: str, ms: float) -> None:
@@ -92,6 +93,7 @@ class ResponseDecoder:
         value_grammar: Callable[[ToolSpec, str, str], str] | None = None,
         branch_seqs: Sequence[int] = (),
         batch_pays: Callable[[int], bool] = lambda k: k > 1,
+        parallel_pays: Callable[[ToolSpec, int], bool] = lambda spec, n: n > 1,
     ) -> None:
         self.engine = engine
         self.vocab = vocab
@@ -107,6 +109,7 @@ class ResponseDecoder:
         self.value_grammar = value_grammar
         self.branch_seqs = tuple(branch_seqs)
         self.batch_pays = batch_pays
+        self.parallel_pays = parallel_pays
         self.tokens: list[int] = []
         self.kv_len = 0
         # Response text kept incrementally (a token may end inside a UTF-8 character).
@@ -224,9 +227,11 @@ class ResponseDecoder:
             return False
         if not state.drafted:
             state.drafted = True
-            if not spec.required:
-                return False
             keys = spec.required[: len(self.branch_seqs)]
+            # A provisional call is worth drafting for even when batching does not pay.
+            provisional_pays = bool(keys) and bool(spec.read_only and spec.optional)
+            if not keys or not (provisional_pays or self.parallel_pays(spec, len(keys))):
+                return False  # decode the values serially, exactly as `jump`
             head, tail = self._heads[spec.name]
             t0 = time.perf_counter()
             self._flush()  # exactly the pass `jump` makes for these tokens
@@ -253,6 +258,7 @@ class ResponseDecoder:
             self.kv_len = len(self.tokens)
             self.logits = drafts.logits
             self.totals.add_phase("values", (time.perf_counter() - t0) * 1000)
+            self.totals.value_lengths.extend(drafts.lengths)
             if drafts.values is None:
                 self.totals.fallbacks.append(drafts.error or "drafting failed")
                 return False  # clean fallback: decode this call as `jump` does

@@ -18,13 +18,31 @@ import numpy as np
 from numpy.typing import NDArray
 
 from toolweave.errors import ConstraintError
+from toolweave.native.calibration import CostTable
 from toolweave.native.constraints import TokenMatcher, Vocabulary
 from toolweave.native.engine import BatchToken, Engine
 
-__all__ = ["Branch", "ValueDrafts", "draft_values"]
+__all__ = ["Branch", "ValueDrafts", "draft_values", "parallel_pays"]
 
-#: A value that has not ended after this many tokens is abandoned (fallback to serial).
-MAX_VALUE_TOKENS = 96
+#: A value that has not ended after this many tokens is abandoned (fallback to serial):
+#: past it the branch is most likely looping, and every further pass is wasted.
+MAX_VALUE_TOKENS = 48
+#: Tokens of a branch's `"key":` text, for planning.
+KEY_TOKENS = 3
+
+
+def parallel_pays(costs: CostTable, n_values: int, value_tokens: float) -> bool:
+    """Whether drafting `n_values` values side by side beats decoding them one after
+    another, by the engine's measured cost table: a skeleton pass, `value_tokens` batched
+    passes and one write-back (or verification) pass, against serial steps."""
+    if n_values < 2:
+        return False
+    steps = max(1, round(value_tokens))
+    serial = n_values * steps * costs.serial_step_ms
+    skeleton = costs.pass_ms(n_values * KEY_TOKENS, n_values)
+    values = steps * costs.pass_ms(n_values, n_values, sequences=True)
+    write_back = costs.pass_ms(n_values * (steps + KEY_TOKENS), 1)
+    return skeleton + values + write_back < serial
 
 
 @dataclass
@@ -53,6 +71,7 @@ class ValueDrafts:
 
     values: dict[str, str] | None  # key -> JSON text of the value; None when drafting failed
     error: str | None
+    lengths: list[int]  # tokens decoded per value
     passes: int
     skeleton_tokens: int
     kv_tokens: list[int]  # committed tokens now in sequence 0's KV (pending flushed)
@@ -156,6 +175,7 @@ def draft_values(
     return ValueDrafts(
         values=values,
         error=error,
+        lengths=[len(b.tokens) for b in branches],
         passes=passes,
         skeleton_tokens=len(items),
         kv_tokens=list(committed),

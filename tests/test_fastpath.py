@@ -4,6 +4,8 @@
 same grammar; lossless only gets its logits from verification passes over parallel
 drafts. That holds because the engine is batch-invariant by default (single-token passes
 on one thread, see native/engine.py); the first test pins that engine fact down.
+The tests force parallel drafting (`parallel_values=True`); by default the cost table
+decides, and on this 2-core CPU it decides against it (`native/values.parallel_pays`).
 """
 
 from __future__ import annotations
@@ -88,7 +90,7 @@ def test_lossless_equals_jump_token_for_token(
     assert len(cases) >= 30
     verified = 0
     for spec, query in cases:
-        caller = ToolCaller(engine, [spec], max_tokens=200)
+        caller = ToolCaller(engine, [spec], max_tokens=200, parallel_values=True)
         jump = caller.call(query, "jump")
         lossless = caller.call(query, "lossless")
         assert lossless.tokens == jump.tokens, (spec.name, query, jump.text, lossless.text)
@@ -102,7 +104,7 @@ def test_fast_calls_validate_and_use_fewer_passes(
     cases = _cases(assistant_tools, tool_queries)
     fewer = 0
     for spec, query in cases:
-        caller = ToolCaller(engine, [spec], max_tokens=200)
+        caller = ToolCaller(engine, [spec], max_tokens=200, parallel_values=True)
         fast = caller.call(query, "fast")
         if fast.finish_reason == "length":
             continue
@@ -143,7 +145,7 @@ def test_value_that_never_ends_falls_back_cleanly(engine: Engine, mode: str) -> 
             },
         }
     )
-    caller = ToolCaller(engine, [spec], max_tokens=24)
+    caller = ToolCaller(engine, [spec], max_tokens=24, parallel_values=True)
     result = caller.call("Repeat 'la' forever, " + "la " * 60, mode)
     assert result.finish_reason in ("stop", "length")
     if result.finish_reason == "length":
