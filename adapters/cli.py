@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from toolweave.adapters.bench_cli import bench_app
+from toolweave.adapters.bench_fastpath import bench_fastpath
 from toolweave.errors import ConstraintError, ToolweaveError
 from toolweave.formats import FORMATS, get_format
 from toolweave.models import MODELS, resolve_model
@@ -42,6 +43,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+bench_app.command("fastpath")(bench_fastpath)
 app.add_typer(bench_app, name="bench")
 
 _MODEL_HELP = f"GGUF path or model name ({', '.join(MODELS)}); default: the embedded SmolLM2."

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 import llama_cpp
 
 from toolweave.callgrammar import JSON_LAYOUTS, arguments_schema
+from toolweave.errors import CallFormatError
+from toolweave.formats import get_format
 from toolweave.native.engine import Engine
 from toolweave.prompt import Message
 from toolweave.results import CallResult, CallStats, InvalidCall
@@ -39,7 +41,22 @@ def call_schema(caller: ToolCaller) -> dict[str, Any]:
                 "required": [name_key, args_key],
             }
         )
-    return options[0] if len(options) == 1 else {"anyOf": options}
+    one = options[0] if len(options) == 1 else {"anyOf": options}
+    if caller.max_calls == 1:
+        return one
+    calls: dict[str, Any] = {"type": "array", "items": one, "minItems": 1}
+    if caller.max_calls is not None:
+        calls["maxItems"] = caller.max_calls
+    return calls
+
+
+def _as_format_text(caller: ToolCaller, text: str) -> str:
+    """The grammar's JSON (one call, or a list of calls) written in the caller's format."""
+    try:
+        calls = get_format("json").parse(text)
+    except CallFormatError:
+        return caller.fmt.open + text + caller.fmt.close  # let validation report it
+    return caller.fmt.serialize(calls)
 
 
 class GrammarBaseline:
@@ -77,7 +94,7 @@ class GrammarBaseline:
         n_out = int(out["usage"]["completion_tokens"])
         n_prompt = int(out["usage"]["prompt_tokens"])
         reason = "length" if choice.get("finish_reason") == "length" else "stop"
-        calls, invalid = caller.validate_text(caller.fmt.open + text + caller.fmt.close)
+        calls, invalid = caller.validate_text(_as_format_text(caller, text))
         if reason == "length":
             invalid.append(InvalidCall(text=text, error="output truncated at max_tokens"))
         stats = CallStats(

@@ -1,0 +1,166 @@
+"""`toolweave bench fastpath`: the five decoding modes on BFCL v4, interleaved in one process.
+
+    toolweave bench fastpath --json OUT [--plot OUT.png] [--calls N] [--model M]
+
+Cases are sampled uniformly over the number of ground-truth arguments from simple,
+multiple, parallel and parallel_multiple. Every case runs in every mode back to back (the
+order alternates per case); times are measured from the end of the prompt prefill, which
+all modes share. Reported per mode: geometric means of time to tool start and total time,
+decode passes per call, BFCL-style correctness, agreement with `constrained`, and the
+phase breakdown of `fast`; speedups are ratios of geometric means.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from toolweave.bfcl import BfclCase, sample_cases
+from toolweave.modebench import geomean
+from toolweave.models import MODELS, resolve_model
+from toolweave.native.caller import ToolCaller
+from toolweave.native.engine import Engine
+from toolweave.native.grammar_baseline import GrammarBaseline
+from toolweave.results import MODES, CallResult
+from toolweave.scoring import match_calls
+
+__all__ = ["CATEGORIES", "bench_fastpath"]
+
+CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple")
+
+
+def _run_case(
+    engine: Engine, baseline: GrammarBaseline, case: BfclCase, index: int, max_tokens: int
+) -> dict[str, CallResult]:
+    several = case.category.startswith("parallel")
+    caller = ToolCaller(engine, case.tools, max_calls=None if several else 1, max_tokens=max_tokens)
+    request = [dict(m) for m in case.messages]
+    caller.call(request, "jump")  # prefill the prompt once, untimed, for every mode
+    order = list(MODES) if index % 2 == 0 else list(reversed(MODES))
+    results: dict[str, CallResult] = {}
+    for mode in order:
+        if mode == "grammar":
+            results[mode] = baseline.call(caller, request)
+        else:
+            results[mode] = caller.call(request, mode)
+    return results
+
+
+def _summary(cases: Sequence[BfclCase], runs: Sequence[dict[str, CallResult]]) -> dict[str, Any]:
+    modes: dict[str, Any] = {}
+    for mode in MODES:
+        rs = [r[mode] for r in runs]
+        correct = [
+            bool(match_calls(r.calls, c.expected, specs=c.tools))
+            for r, c in zip(rs, cases, strict=True)
+        ]
+        agree = [
+            [x.to_dict() for x in r.calls] == [x.to_dict() for x in run["constrained"].calls]
+            for r, run in zip(rs, runs, strict=True)
+        ]
+        phases: dict[str, float] = {}
+        for r in rs:
+            for k, v in r.stats.phases_ms.items():
+                phases[k] = phases.get(k, 0.0) + v / len(rs)
+        modes[mode] = {
+            "time_to_tool_ms": geomean([r.stats.time_to_tool_ms or r.stats.total_ms for r in rs]),
+            "total_ms": geomean([r.stats.total_ms for r in rs]),
+            "decode_passes": sum(r.stats.decode_passes for r in rs) / len(rs),
+            "correct": sum(correct) / len(rs),
+            "agree_with_constrained": sum(agree) / len(rs),
+            "mean_phases_ms": phases,
+        }
+    base = modes["constrained"]
+    for m in modes.values():
+        m["speedup_time_to_tool_vs_constrained"] = base["time_to_tool_ms"] / m["time_to_tool_ms"]
+        m["speedup_total_vs_constrained"] = base["total_ms"] / m["total_ms"]
+        m["passes_vs_constrained"] = m["decode_passes"] / base["decode_passes"]
+    lossless_equal = sum(r["lossless"].tokens == r["jump"].tokens for r in runs)
+    return {"modes": modes, "lossless_equals_jump": lossless_equal, "calls": len(runs)}
+
+
+def _plot(summary: dict[str, Any], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    modes = list(summary["modes"])
+    ttt = [summary["modes"][m]["speedup_time_to_tool_vs_constrained"] for m in modes]
+    tot = [summary["modes"][m]["speedup_total_vs_constrained"] for m in modes]
+    xs = range(len(modes))
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.bar([x - 0.2 for x in xs], ttt, width=0.4, label="time to tool")
+    ax.bar([x + 0.2 for x in xs], tot, width=0.4, label="total")
+    ax.axhline(1.0, color="grey", linewidth=0.8)
+    ax.set_xticks(list(xs), modes)
+    ax.set_ylabel("speedup vs constrained (geomean)")
+    ax.set_title(title)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def bench_fastpath(
+    json_out: Annotated[Path, typer.Option("--json", help="Where to write the results.")],
+    plot: Annotated[Path | None, typer.Option("--plot", help="PNG of the speedups.")] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help=f"GGUF path or {', '.join(MODELS)}.")
+    ] = None,
+    calls: Annotated[int, typer.Option("--calls", min=1, help="BFCL cases sampled.")] = 100,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", min=1)] = 256,
+) -> None:
+    """The five decoding modes on BFCL v4 (simple, multiple, parallel, parallel_multiple)."""
+    cases = sample_cases(CATEGORIES, calls, seed=seed)
+    console = Console(highlight=False, stderr=True)
+    runs: list[dict[str, CallResult]] = []
+    with Engine(resolve_model(model), n_ctx=4096) as engine:
+        baseline = GrammarBaseline(engine)
+        try:
+            with console.status("") as status:
+                for i, case in enumerate(cases):
+                    status.update(f"BFCL case {i + 1}/{len(cases)} ({case.id})")
+                    runs.append(_run_case(engine, baseline, case, i, max_tokens))
+        finally:
+            baseline.close()
+        name = engine.model_name
+    summary = _summary(cases, runs)
+    report = {
+        "benchmark": "fastpath",
+        "model": name,
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "categories": CATEGORIES,
+        "cases": [c.id for c in cases],
+        **summary,
+    }
+    json_out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    if plot is not None:
+        _plot(summary, plot, f"{name}: {len(cases)} BFCL calls")
+    _print(summary, Console(highlight=False))
+
+
+def _print(summary: dict[str, Any], console: Console) -> None:
+    table = Table(title=f"{summary['calls']} BFCL calls (geometric means)")
+    for col in ("mode", "to tool ms", "total ms", "x to tool", "passes", "correct", "= constr."):
+        table.add_column(col, justify="right")
+    for mode, m in summary["modes"].items():
+        table.add_row(
+            mode,
+            f"{m['time_to_tool_ms']:.0f}",
+            f"{m['total_ms']:.0f}",
+            f"x{m['speedup_time_to_tool_vs_constrained']:.2f}",
+            f"{m['decode_passes']:.1f}",
+            f"{m['correct']:.0%}",
+            f"{m['agree_with_constrained']:.0%}",
+        )
+    console.print(table)
+    console.print(f"lossless == jump on {summary['lossless_equals_jump']}/{summary['calls']} calls")
