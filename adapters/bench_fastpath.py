@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from toolweave.bfcl import BfclCase, sample_cases
+from toolweave.errors import ToolweaveError
 from toolweave.modebench import geomean
 from toolweave.models import MODELS, resolve_model
 from toolweave.native.caller import ToolCaller
@@ -87,7 +88,10 @@ def _summary(cases: Sequence[BfclCase], runs: Sequence[dict[str, CallResult]]) -
 
 
 def _plot(summary: dict[str, Any], path: Path, title: str) -> None:
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        raise ToolweaveError("--plot needs matplotlib: pip install 'toolweave[bench]'") from None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
