@@ -13,12 +13,14 @@ from toolweave.errors import (
     EngineError,
     ModelError,
     SequenceError,
+    ToolServerError,
     ToolSpecError,
     ToolweaveError,
 )
 from toolweave.formats import CallFormat, format_for_chat_template, get_format
 from toolweave.models import default_model_path, gemma_model_path, resolve_model
 from toolweave.results import MODES, CallResult, CallStats, InvalidCall
+from toolweave.tools import Tool, ToolResult
 from toolweave.toolspec import ToolCall, ToolSpec, load_tools, load_tools_file
 
 __all__ = [
@@ -34,7 +36,10 @@ __all__ = [
     "InvalidCall",
     "ModelError",
     "SequenceError",
+    "Tool",
     "ToolCall",
+    "ToolResult",
+    "ToolServerError",
     "ToolSpec",
     "ToolSpecError",
     "ToolweaveError",

@@ -5,6 +5,7 @@
     ├── CallFormatError        text that should be a tool call does not parse
     ├── ModelError             the model file is missing or llama.cpp cannot load it
     ├── ConstraintError        a grammar cannot be built or a token was rejected
+    ├── ToolServerError        a tool server cannot be started, crashed, hung or broke protocol
     └── EngineError            the llama.cpp engine refused an operation
         ├── ContextFullError   the request does not fit the context window
         ├── SequenceError      a sequence id is out of range or unknown
@@ -25,6 +26,7 @@ __all__ = [
     "EngineError",
     "ModelError",
     "SequenceError",
+    "ToolServerError",
     "ToolSpecError",
     "ToolweaveError",
 ]
@@ -54,6 +56,18 @@ class ModelError(ToolweaveError):
 
 class ConstraintError(ToolweaveError):
     """A token constraint (grammar) could not be built or was violated."""
+
+
+class ToolServerError(ToolweaveError):
+    """A tool server (MCP) could not be started, crashed, timed out or broke the protocol.
+
+    The message names the server; executors turn it into an error observation.
+    """
+
+    def __init__(self, server: str, problem: str) -> None:
+        self.server = server
+        self.problem = problem
+        super().__init__(f"tool server {server!r}: {problem}")
 
 
 class EngineError(ToolweaveError, RuntimeError):
