@@ -2,6 +2,7 @@
 
     toolweave call --tools FILE --query TEXT [--mode MODE] [--json] [--model M]
                    [--format F] [--max-calls N] [--max-tokens N]
+    toolweave classify --tools FILE [--json] [--override NAME=true|false ...]
     toolweave bench engine --json OUT [--model M] [--calls N]
 
 Bad input never ends in a traceback: a `ToolweaveError`, an `OSError` or a usage error
@@ -22,6 +23,7 @@ from rich.markup import escape
 
 from toolweave.adapters.bench_cli import bench_app
 from toolweave.adapters.bench_fastpath import bench_fastpath
+from toolweave.adapters.classify_cli import classify
 from toolweave.errors import ConstraintError, ToolweaveError
 from toolweave.formats import FORMATS, get_format
 from toolweave.models import MODELS, resolve_model
@@ -45,6 +47,7 @@ app = typer.Typer(
 )
 bench_app.command("fastpath")(bench_fastpath)
 app.add_typer(bench_app, name="bench")
+app.command("classify")(classify)
 
 _MODEL_HELP = f"GGUF path or model name ({', '.join(MODELS)}); default: the embedded SmolLM2."
 
