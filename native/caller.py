@@ -9,19 +9,18 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
-import numpy as np
-from numpy.typing import NDArray
-
 from toolweave.callgrammar import call_grammar, value_grammar
-from toolweave.errors import CallFormatError, ConstraintError, ContextFullError, ToolSpecError
+from toolweave.errors import CallFormatError, ConstraintError, ToolSpecError
 from toolweave.formats import CallFormat, format_for_chat_template, get_format
 from toolweave.native.calibration import CostTable, measure_costs
 from toolweave.native.constraints import TokenMatcher, vocabulary_for
 from toolweave.native.decoder import ResponseDecoder
-from toolweave.native.engine import BatchToken, Engine
+from toolweave.native.engine import Engine
+from toolweave.native.prompt_cache import prefill_prompt
 from toolweave.native.values import parallel_pays
 from toolweave.prompt import Message, render_chat, tool_messages
 from toolweave.results import MODES, CallEvent, CallResult, CallStats, InvalidCall
@@ -40,6 +39,9 @@ def _always_batch(k: int) -> bool:
 def _always_parallel(spec: ToolSpec, n: int) -> bool:
     return n > 1
 
+
+#: One cost table per engine, shared by every caller on it.
+_ENGINE_COSTS: weakref.WeakKeyDictionary[Engine, CostTable] = weakref.WeakKeyDictionary()
 
 #: Tokens per argument value assumed before any value was seen (BFCL-like calls).
 TYPICAL_VALUE_TOKENS = 6.0
@@ -79,7 +81,6 @@ class ToolCaller:
         self.vocab = vocabulary_for(engine)
         self.grammar = call_grammar(self.fmt, self.tools, max_calls=max_calls)
         TokenMatcher(self.vocab, self.grammar)  # fail early on a grammar llguidance rejects
-        self._cached: list[int] = []  # tokens whose KV sits in sequence `seq`
         self._grammar_baseline: GrammarBaseline | None = None
         self._costs: CostTable | None = costs
         self._value_tokens = TYPICAL_VALUE_TOKENS
@@ -152,7 +153,8 @@ class ToolCaller:
                     if b == self.seq:
                         raise ConstraintError("the caller's sequence collides with value branches")
             passes0 = eng.counters.forward_passes
-            t0, logits, prompt_ms = self._prefill_prompt(prompt)
+            pre = prefill_prompt(eng, self.seq, prompt, max_tokens=self.max_tokens)
+            t0, logits, prompt_ms = pre.t0, pre.logits, pre.prompt_ms
             # Every prompt pass but the last one (which every mode pays) is prefill.
             prefill_passes = eng.counters.forward_passes - passes0 - 1
             decoder = ResponseDecoder(
@@ -210,38 +212,18 @@ class ToolCaller:
         yield CallEvent("done", total_ms, result=result)
 
     def costs(self) -> CostTable:
-        """The engine cost table (measured once, quickly, on first use)."""
+        """The engine cost table (measured once per engine, quickly, on first use)."""
         if self._costs is None:
-            self._costs = measure_costs(self.engine, quick=True)
+            with self.engine.lock:
+                table = _ENGINE_COSTS.get(self.engine)
+                if table is None:
+                    table = measure_costs(self.engine, quick=True)
+                    _ENGINE_COSTS[self.engine] = table
+            self._costs = table
         return self._costs
 
-    def _value_grammar(self, spec: ToolSpec, key: str, suffix: str) -> str:
+    def _value_grammar(self, spec: ToolSpec, key: str, suffix: Sequence[str]) -> str:
         return value_grammar(spec, key, suffix=suffix)
-
-    def _prefill_prompt(self, prompt: Sequence[int]) -> tuple[float, NDArray[np.float32], float]:
-        """KV for every prompt token but the last, reusing the cached prefix; then the last
-        token alone, so its logits are computed the same way whatever was cached.
-        Returns the start time of that final pass, its logits, and the ms spent before it."""
-        eng = self.engine
-        if len(prompt) + self.max_tokens > eng.n_ctx:
-            raise ContextFullError(
-                f"prompt of {len(prompt)} tokens plus {self.max_tokens} output tokens exceeds "
-                f"the context window of {eng.n_ctx}"
-            )
-        t_start = time.perf_counter()
-        keep = 0
-        limit = min(len(self._cached), len(prompt) - 1)
-        while keep < limit and self._cached[keep] == prompt[keep]:
-            keep += 1
-        eng.seq_remove(self.seq, keep)
-        self._cached = list(prompt[:keep])
-        if keep < len(prompt) - 1:
-            eng.prefill(self.seq, prompt[keep:-1], start=keep, logits_last=False)
-        t0 = time.perf_counter()
-        # The last prompt token is the first pass of the response: every mode pays it.
-        logits = eng.forward([BatchToken(prompt[-1], len(prompt) - 1, (self.seq,), True)])[0]
-        self._cached = list(prompt)
-        return t0, logits, (t0 - t_start) * 1000
 
     def _result(
         self,

@@ -97,6 +97,10 @@ class TokenMatcher:
         """Tokens the grammar forces from here (jump-forward), canonically tokenized."""
         return list(self._m.compute_ff_tokens())
 
+    def forced_text(self) -> str:
+        """The text the grammar forces from here, whatever its tokenization."""
+        return bytes(self._m.compute_ff_bytes()).decode("utf-8", errors="ignore")
+
     def consume(self, token: int) -> None:
         if not self._m.consume_token(token):
             self._check(f"token {token} rejected")

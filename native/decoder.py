@@ -90,7 +90,7 @@ class ResponseDecoder:
         logits: NDArray[np.float32],
         mode: str,
         max_tokens: int,
-        value_grammar: Callable[[ToolSpec, str, str], str] | None = None,
+        value_grammar: Callable[[ToolSpec, str, Sequence[str]], str] | None = None,
         branch_seqs: Sequence[int] = (),
         batch_pays: Callable[[int], bool] = lambda k: k > 1,
         parallel_pays: Callable[[ToolSpec, int], bool] = lambda spec, n: n > 1,
@@ -236,10 +236,10 @@ class ResponseDecoder:
             t0 = time.perf_counter()
             self._flush()  # exactly the pass `jump` makes for these tokens
             vg = self.value_grammar
-            # What follows each value: the next key's comma, or for the last required value
-            # the end of the arguments (or the comma of an optional one).
-            last = "," if spec.optional else "}"
-            suffixes = ["," if i < len(spec.required) - 1 else last for i in range(len(keys))]
+            # What may follow each value in the call grammar: the next required key, or for
+            # the last one any optional key or the end of the call. Allowing all of it lets
+            # a branch pick the tokens the serial decoder fuses across the boundary (`","`).
+            suffixes = [self._continuations(spec, i, tail) for i in range(len(keys))]
             drafts = draft_values(
                 self.engine,
                 self.vocab,
@@ -286,6 +286,15 @@ class ResponseDecoder:
             committed = yield from self._verify_draft()
             return committed
         return False
+
+    @staticmethod
+    def _continuations(spec: ToolSpec, i: int, tail: str) -> tuple[str, ...]:
+        def key(k: str) -> str:
+            return "," + json.dumps(k, ensure_ascii=False) + ":"
+
+        if i < len(spec.required) - 1:
+            return (key(spec.required[i + 1]),)
+        return (*(key(k) for k in spec.optional), tail)
 
     def _draft_rest(self, call_text: str) -> str:
         draft = self._call.draft_text or ""

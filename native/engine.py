@@ -139,6 +139,10 @@ class Engine:
         self.counters = EngineCounters()
         self._piece_buf = ctypes.create_string_buffer(256)
         self._pieces: dict[int, bytes] = {}
+        # Tokens known to sit in each sequence at positions 0..n-1, recorded by prompt
+        # prefills (`toolweave.native.prompt_cache`); every sequence operation below keeps
+        # them truthful, so separate callers sharing a sequence reuse each other's prefix.
+        self.seq_tokens: dict[int, list[int]] = {}
         # A re-entrant lock: higher layers serialise whole requests, the engine serialises calls.
         self.lock = threading.RLock()
 
@@ -264,19 +268,28 @@ class Engine:
         """Share the cells of `src` in [p0, p1) with `dst` (no copy of data, no re-prefill)."""
         self._check_seq(src)
         self._check_seq(dst)
+        self.seq_tokens.pop(dst, None)
         llama_cpp.llama_memory_seq_cp(self._mem, src, dst, p0, p1)
 
     def seq_remove(self, seq: int, p0: int = 0, p1: int = -1) -> None:
         """Drop positions [p0, p1) of `seq` (p1 < 0: to the end)."""
         self._check_seq(seq)
+        known = self.seq_tokens.get(seq)
+        if known is not None:
+            if p1 < 0 and p0 >= 0:
+                del known[p0:]
+            else:
+                self.seq_tokens.pop(seq)
         if not llama_cpp.llama_memory_seq_rm(self._mem, seq, p0, p1):
             raise SequenceError(f"cannot remove positions [{p0}, {p1}) of sequence {seq}")
 
     def seq_keep(self, seq: int) -> None:
         self._check_seq(seq)
+        self.seq_tokens = {s: t for s, t in self.seq_tokens.items() if s == seq}
         llama_cpp.llama_memory_seq_keep(self._mem, seq)
 
     def clear(self) -> None:
+        self.seq_tokens.clear()
         llama_cpp.llama_memory_clear(self._mem, True)
 
     # ------------------------------------------------------------------ forward passes
@@ -310,6 +323,9 @@ class Engine:
             for j, s in enumerate(it.seq_ids):
                 self._check_seq(s)
                 batch.seq_id[i][j] = s
+                known = self.seq_tokens.get(s)
+                if known is not None and it.pos < len(known):
+                    del known[it.pos :]  # overwritten: what follows is no longer known
             batch.logits[i] = 1 if it.logits else 0
             if it.logits:
                 want.append(i)

@@ -24,6 +24,8 @@ from toolweave.native.engine import BatchToken, Engine
 
 __all__ = ["Branch", "ValueDrafts", "draft_values", "parallel_pays"]
 
+_JSON = json.JSONDecoder()
+
 #: A value that has not ended after this many tokens is abandoned (fallback to serial):
 #: past it the branch is most likely looping, and every further pass is wasted.
 MAX_VALUE_TOKENS = 48
@@ -52,7 +54,7 @@ class Branch:
     key: str
     seq: int
     matcher: TokenMatcher
-    suffix: str
+    lead: str = ""  # start of the value the grammar forces, prefilled with the key
     base: int = 0  # committed tokens shared with sequence 0
     pos: int = 0
     rest: list[int] = field(default_factory=list)  # key tokens prefilled by the skeleton pass
@@ -60,9 +62,24 @@ class Branch:
     done: bool = False
     logits: NDArray[np.float32] | None = None
 
+    def raw(self, engine: Engine) -> str:
+        return self.lead + engine.detokenize(self.tokens)
+
+    def value_end(self, engine: Engine) -> int | None:
+        """Where the JSON value ends in the branch text, once text after it was decoded
+        (so a number cannot grow any more); None while it is unfinished."""
+        raw = self.raw(engine)
+        try:
+            _, end = _JSON.raw_decode(raw)
+        except json.JSONDecodeError:
+            return None
+        return end if end < len(raw) else None
+
     def text(self, engine: Engine) -> str:
-        out = engine.detokenize(self.tokens)
-        return out[: -len(self.suffix)] if self.suffix and out.endswith(self.suffix) else out
+        """The value's JSON text, without what the branch decoded after it."""
+        raw = self.raw(engine)
+        end = self.value_end(engine)
+        return raw if end is None else raw[:end]
 
 
 @dataclass(frozen=True)
@@ -97,8 +114,8 @@ def draft_values(
     logits: NDArray[np.float32],
     head: str,
     keys: Sequence[str],
-    grammar_for: Callable[[str, str], str],
-    suffixes: Sequence[str],
+    grammar_for: Callable[[str, Sequence[str]], str],
+    suffixes: Sequence[Sequence[str]],
     branch_seqs: Sequence[int],
     batch_pays: Callable[[int], bool],
 ) -> ValueDrafts:
@@ -112,7 +129,16 @@ def draft_values(
         raise ConstraintError(f"{len(keys)} values need {len(keys)} free sequences")
     branches: list[Branch] = []
     for key, suffix, bseq in zip(keys, suffixes, branch_seqs, strict=False):
-        text = head + json.dumps(key, ensure_ascii=False) + ":"
+        matcher = TokenMatcher(vocab, grammar_for(key, suffix))
+        # The forced start of the value (a string's quote) is written with the key, so
+        # the branch tokenizes `":"` as the serial decoder's jump-forward does.
+        lead = matcher.forced_text()
+        lead_tokens = engine.tokenize(lead, parse_special=False) if lead else []
+        if lead_tokens and matcher.accepts_prefix(lead_tokens) == len(lead_tokens):
+            matcher.consume_many(lead_tokens)
+        else:
+            lead = ""
+        text = head + json.dumps(key, ensure_ascii=False) + ":" + lead
         base = _text_prefix_len(engine, committed, text, len(committed))
         rest = engine.tokenize(
             text[len(engine.detokenize(committed[:base])) :], parse_special=False
@@ -122,8 +148,8 @@ def draft_values(
             rest = engine.tokenize(
                 text[len(engine.detokenize(committed[:base])) :], parse_special=False
             )
-        matcher = TokenMatcher(vocab, grammar_for(key, suffix))
-        br = Branch(key, bseq, matcher, suffix, base=base, pos=prompt_len + base, rest=rest)
+        br = Branch(key, bseq, matcher, lead=lead, base=base, pos=prompt_len + base, rest=rest)
+        br.done = matcher.stopped
         branches.append(br)
         engine.seq_remove(bseq)
         engine.seq_copy(seq, bseq, 0, prompt_len + min(base, kv_len))
@@ -188,7 +214,7 @@ def _decode_values(
 ) -> int:
     """Advance every unfinished value one token per pass; returns the passes run."""
     passes = 0
-    active = list(branches)
+    active = [b for b in branches if not b.done]
     while active:
         step: list[tuple[Branch, int]] = []
         for b in active:
@@ -201,7 +227,7 @@ def _decode_values(
                 continue
             b.matcher.consume(tok)
             b.tokens.append(tok)
-            if b.matcher.stopped:
+            if b.matcher.stopped or b.value_end(engine) is not None:
                 b.done = True
             elif len(b.tokens) >= MAX_VALUE_TOKENS:
                 raise ConstraintError(

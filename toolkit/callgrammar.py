@@ -123,8 +123,11 @@ def call_grammar(fmt: CallFormat, tools: Sequence[ToolSpec], *, max_calls: int |
     return "\n".join(lines) + "\n"
 
 
-def value_grammar(spec: ToolSpec, key: str, *, suffix: str = "", flavor: Flavor = "json") -> str:
-    """Lark grammar of argument `key` of `spec` alone, then the literal text `suffix`.
+def value_grammar(
+    spec: ToolSpec, key: str, *, suffix: str | Sequence[str] = "", flavor: Flavor = "json"
+) -> str:
+    """Lark grammar of argument `key` of `spec` alone, then the literal text `suffix`
+    (or one of several alternatives: what may follow the value in a call).
 
     The value is written as in the call grammar (compact JSON, or a Python literal with
     ``flavor="python"``). `ToolSpecError` if the tool has no such argument,
@@ -132,5 +135,9 @@ def value_grammar(spec: ToolSpec, key: str, *, suffix: str = "", flavor: Flavor 
     """
     schema = spec.property_schema(key)
     root, rules = compile_value(schema, flavor=flavor, rule_prefix="v", root=spec.parameters)
-    tail = f" {lark_literal(suffix)}" if suffix else ""
+    options = [suffix] if isinstance(suffix, str) else list(suffix)
+    options = [o for o in options if o]
+    tail = ""
+    if options:
+        tail = " (" + " | ".join(lark_literal(o) for o in options) + ")"
     return "\n".join([f"start: {root}{tail}", *rules]) + "\n"
