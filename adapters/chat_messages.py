@@ -1,0 +1,143 @@
+"""LangChain messages in, template messages out; decoder results in, `AIMessage`s out.
+
+The chat model renders a LangChain conversation with the model's own chat template:
+system messages become the system prompt (in front of the tool list when tools are
+bound), an `AIMessage`'s tool calls are written back in the call format the decoders
+produce, and tool results become ``tool`` turns. Results come back as `AIMessage`s with
+``tool_calls`` (unique ids), ``invalid_tool_calls``, ``usage_metadata`` and
+``response_metadata``, exactly the fields LangChain agents read.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.messages.ai import UsageMetadata
+from langchain_core.messages.tool import InvalidToolCall, ToolCall
+
+from toolweave.errors import ToolweaveError
+from toolweave.formats import CallFormat
+from toolweave.results import CallResult
+from toolweave.toolspec import ToolCall as TwCall
+
+__all__ = [
+    "ai_message",
+    "call_id",
+    "message_text",
+    "split_system",
+    "template_messages",
+    "usage_metadata",
+]
+
+
+def call_id() -> str:
+    """A fresh tool-call id, unique across processes."""
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+def message_text(message: BaseMessage) -> str:
+    """The text of a message whose content may be a string or a list of content blocks."""
+    content = message.content
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, Mapping) and block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+        elif isinstance(block, Mapping):
+            raise ToolweaveError(
+                f"content blocks of type {block.get('type')!r} are not supported by a "
+                "text-only model"
+            )
+    return "".join(parts)
+
+
+def split_system(messages: Sequence[BaseMessage]) -> tuple[str | None, list[BaseMessage]]:
+    """Join the system messages (wherever they are) and return the rest in order."""
+    system = [message_text(m) for m in messages if isinstance(m, SystemMessage)]
+    rest = [m for m in messages if not isinstance(m, SystemMessage)]
+    return ("\n\n".join(system) if system else None), rest
+
+
+def template_messages(messages: Sequence[BaseMessage], fmt: CallFormat) -> list[dict[str, Any]]:
+    """Non-system messages as ``{"role", "content"}`` dicts for a chat template."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        if isinstance(m, HumanMessage):
+            out.append({"role": "user", "content": message_text(m)})
+        elif isinstance(m, AIMessage):
+            text = message_text(m)
+            calls = [TwCall(c["name"], dict(c["args"])) for c in m.tool_calls]
+            if calls:
+                written = fmt.serialize(calls)
+                text = f"{text}\n{written}" if text else written
+            out.append({"role": "assistant", "content": text})
+        elif isinstance(m, ToolMessage):
+            out.append({"role": "tool", "content": message_text(m)})
+        elif isinstance(m, SystemMessage):
+            out.append({"role": "system", "content": message_text(m)})
+        else:
+            raise ToolweaveError(f"unsupported message type {type(m).__name__}")
+    if not out:
+        raise ToolweaveError("no messages to answer")
+    return out
+
+
+def usage_metadata(result: CallResult) -> UsageMetadata:
+    """LangChain's usage fields: prompt tokens in, response tokens out."""
+    n_in, n_out = result.stats.prompt_tokens, len(result.tokens)
+    return UsageMetadata(input_tokens=n_in, output_tokens=n_out, total_tokens=n_in + n_out)
+
+
+def ai_message(
+    result: CallResult,
+    *,
+    model_name: str,
+    ids: Sequence[str] = (),
+    content: str | None = None,
+) -> AIMessage:
+    """An `AIMessage` for a decoder result; ``ids`` are reused for its calls in order
+    (so streamed chunks and the final message agree), fresh ones are made otherwise."""
+    tool_calls: list[ToolCall] = []
+    for i, c in enumerate(result.calls):
+        cid = ids[i] if i < len(ids) else call_id()
+        tool_calls.append(ToolCall(name=c.name, args=dict(c.arguments), id=cid, type="tool_call"))
+    invalid: list[InvalidToolCall] = [
+        InvalidToolCall(
+            name=bad.name,
+            args=bad.text,
+            id=call_id(),
+            error=bad.error,
+            type="invalid_tool_call",
+        )
+        for bad in result.invalid
+    ]
+    finish = result.finish_reason
+    if tool_calls and finish == "stop":
+        finish = "tool_calls"
+    text = content if content is not None else ("" if result.calls else result.text)
+    return AIMessage(
+        content=text,
+        tool_calls=tool_calls,
+        invalid_tool_calls=invalid,
+        usage_metadata=usage_metadata(result),
+        response_metadata={
+            "model_name": model_name,
+            "finish_reason": finish,
+            "mode": result.mode,
+            "stats": result.stats.to_dict(),
+            "provisional": [json.loads(json.dumps(c.to_dict())) for c in result.provisional],
+        },
+    )
