@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from typing import Any
 
 import mcp_types
@@ -24,10 +25,12 @@ from mcp_types import (
     TextResourceContents,
 )
 
+from toolweave.readonly import DEFAULTED_KEY, classify_tool
 from toolweave.tools import ToolResult
 from toolweave.toolspec import ToolSpec
 
 __all__ = [
+    "DEFAULTED_KEY",
     "DEFAULT_MAX_OUTPUT_CHARS",
     "HINT_DEFAULTS",
     "describe_content",
@@ -61,7 +64,8 @@ def tool_annotations(tool: mcp_types.Tool) -> dict[str, Any]:
     """The tool's annotations in camelCase, with the spec defaults for unset hints.
 
     ``title`` comes from the annotations, else from the tool definition; it is left out
-    when neither has one.
+    when neither has one. ``x-defaulted`` lists the hints the server left unset, so the
+    read-only classifier can tell a server's claim from the spec's default.
     """
     given: dict[str, Any] = {}
     if tool.annotations is not None:
@@ -70,20 +74,26 @@ def tool_annotations(tool: mcp_types.Tool) -> dict[str, Any]:
     title = given.pop("title", None) or tool.title
     if title:
         annotations["title"] = title
+    defaulted: list[str] = []
     for hint, default in HINT_DEFAULTS.items():
         value = given.pop(hint, None)
         annotations[hint] = value if isinstance(value, bool) else default
+        if not isinstance(value, bool):
+            defaulted.append(hint)
     annotations.update(given)
+    if defaulted:
+        annotations[DEFAULTED_KEY] = defaulted
     return annotations
 
 
 def tool_spec(tool: mcp_types.Tool, name: str | None = None) -> ToolSpec:
     """Build the spec of an MCP tool, exposed as ``name`` (default: its own name, made safe).
 
-    ``read_only`` stays None: the annotations carry the server's claim and a classifier
-    decides. Raises `ToolSpecError` when the input schema is unusable.
+    ``read_only`` is decided by `toolweave.readonly.classify_tool`: the server's own
+    hints first, then name and description. Raises `ToolSpecError` when the input
+    schema is unusable.
     """
-    return ToolSpec.from_dict(
+    spec = ToolSpec.from_dict(
         {
             "name": name if name is not None else safe_tool_name(tool.name),
             "description": tool.description or "",
@@ -91,6 +101,7 @@ def tool_spec(tool: mcp_types.Tool, name: str | None = None) -> ToolSpec:
             "annotations": tool_annotations(tool),
         }
     )
+    return replace(spec, read_only=classify_tool(spec).read_only)
 
 
 def tool_result(result: CallToolResult, max_chars: int = DEFAULT_MAX_OUTPUT_CHARS) -> ToolResult:

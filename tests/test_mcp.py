@@ -124,16 +124,21 @@ def test_lists_every_page_with_annotation_defaults(hub: MCPHub) -> None:
     echo = hub.tool("echo")
     assert echo.source == "mcp:faulty"
     assert echo.origin.name == "echo"
-    assert echo.spec.read_only is None
+    assert echo.spec.read_only is True  # the server says so
     assert dict(echo.spec.annotations) == {
         "title": "Echo",
         "readOnlyHint": True,
         "destructiveHint": True,
         "idempotentHint": False,
         "openWorldHint": True,
+        "x-defaulted": ["destructiveHint", "idempotentHint", "openWorldHint"],
     }
     assert dict(hub.tool("pid").spec.annotations)["openWorldHint"] is False
-    assert dict(hub.tool("fail").spec.annotations) == HINT_DEFAULTS
+    fail = hub.tool("fail").spec
+    assert dict(fail.annotations) == {**HINT_DEFAULTS, "x-defaulted": list(HINT_DEFAULTS)}
+    # Unset hints are defaults, not the server's claim: name and description decide.
+    assert fail.read_only is True  # "Returns an error result."
+    assert hub.tool("crash").spec.read_only is False  # "Kills its own process."
     assert echo.spec.required == ("text",)
 
 

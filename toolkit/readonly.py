@@ -26,7 +26,10 @@ from itertools import pairwise
 from toolweave.errors import ToolSpecError
 from toolweave.toolspec import ToolSpec
 
-__all__ = ["ReadOnlyDecision", "classify_tool", "classify_tools", "with_read_only"]
+__all__ = ["DEFAULTED_KEY", "ReadOnlyDecision", "classify_tool", "classify_tools", "with_read_only"]
+
+#: Annotation key an adapter uses to list hints it filled in with defaults (MCP).
+DEFAULTED_KEY = "x-defaulted"
 
 
 def _wordset(text: str) -> frozenset[str]:
@@ -147,7 +150,9 @@ def with_read_only(
 
 # ---------------------------------------------------------------------- annotations
 def _from_annotations(spec: ToolSpec) -> ReadOnlyDecision | None:
-    hints = spec.annotations
+    # Hints an adapter filled in with the MCP spec's defaults are not the server's claim.
+    defaulted = spec.annotations.get(DEFAULTED_KEY) or ()
+    hints = {k: v for k, v in spec.annotations.items() if k not in defaulted}
     for key in ("readOnlyHint", "read_only_hint"):
         if isinstance(hints.get(key), bool):
             value: bool = hints[key]
