@@ -38,7 +38,13 @@ from toolweave.adapters.langchain_tools import from_langchain
 from toolweave.readonly import classify_tool
 from toolweave.toolspec import ToolCall
 
-__all__ = ["ProvisionalRun", "ProvisionalRunner", "ProvisionalToolMiddleware", "active_runner"]
+__all__ = [
+    "ProvisionalRun",
+    "ProvisionalRunner",
+    "ProvisionalToolMiddleware",
+    "ToolExecution",
+    "active_runner",
+]
 
 _ACTIVE: ContextVar[ProvisionalRunner | None] = ContextVar("toolweave_provisional", default=None)
 
@@ -145,6 +151,25 @@ class ProvisionalRunner:
         return message.model_copy(update={"tool_call_id": tool_call_id})
 
 
+@dataclass(frozen=True)
+class ToolExecution:
+    """One tool call the agent executed: when the tool started and finished, when the
+    model message asking for it was complete (perf_counter seconds), and whether the
+    result came from an early run."""
+
+    name: str
+    arguments: Mapping[str, Any]
+    started: float
+    finished: float
+    message_done: float | None
+    early: bool
+
+    @property
+    def lead_ms(self) -> float | None:
+        """How long before the end of the model's message the tool started (< 0: after)."""
+        return None if self.message_done is None else (self.message_done - self.started) * 1000
+
+
 class ProvisionalToolMiddleware(AgentMiddleware):
     """Agent middleware that lets `ChatToolweave` start read-only tools early.
 
@@ -157,7 +182,8 @@ class ProvisionalToolMiddleware(AgentMiddleware):
         self.overrides = dict(overrides or {})
         self.timeout = timeout
         self.runner: ProvisionalRunner | None = None
-        self.message_done: list[float] = []
+        self.message_done: list[float] = []  # when each model message was complete
+        self.executions: list[ToolExecution] = []  # every tool call the agent executed
 
     @property
     def name(self) -> str:
@@ -207,8 +233,19 @@ class ProvisionalToolMiddleware(AgentMiddleware):
         call = request.tool_call
         run = self.runner.claim(call["name"], call["args"]) if self.runner else None
         if run is None or self.runner is None:
-            return handler(request)
-        return self.runner.result(run, call["id"] or "")
+            started = time.perf_counter()
+            out = handler(request)
+            self._record(call, started, time.perf_counter(), early=False)
+            return out
+        message = self.runner.result(run, call["id"] or "")
+        self._record(call, run.started, run.finished or time.perf_counter(), early=True)
+        return message
+
+    def _record(self, call: Any, started: float, finished: float, *, early: bool) -> None:
+        done = self.message_done[-1] if self.message_done else None
+        self.executions.append(
+            ToolExecution(call["name"], dict(call["args"]), started, finished, done, early)
+        )
 
     async def awrap_tool_call(
         self,
@@ -219,6 +256,10 @@ class ProvisionalToolMiddleware(AgentMiddleware):
         runner = self.runner
         run = runner.claim(call["name"], call["args"]) if runner else None
         if run is None or runner is None:
-            return await handler(request)
+            started = time.perf_counter()
+            out = await handler(request)
+            self._record(call, started, time.perf_counter(), early=False)
+            return out
         message = await asyncio.wait_for(asyncio.wrap_future(run.future), runner.timeout)
+        self._record(call, run.started, run.finished or time.perf_counter(), early=True)
         return message.model_copy(update={"tool_call_id": call["id"] or ""})
