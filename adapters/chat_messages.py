@@ -45,8 +45,15 @@ def call_id() -> str:
     return f"call_{uuid.uuid4().hex[:24]}"
 
 
+#: Content blocks that repeat what `AIMessage.tool_calls` or hidden reasoning carry.
+_SKIPPED_BLOCKS = frozenset(
+    {"tool_use", "tool_call", "tool_call_chunk", "function_call", "reasoning", "thinking"}
+)
+
+
 def message_text(message: BaseMessage) -> str:
-    """The text of a message whose content may be a string or a list of content blocks."""
+    """The text of a message whose content may be a string or a list of content blocks
+    (text blocks are kept, tool-call and reasoning blocks skipped, others refused)."""
     content = message.content
     if isinstance(content, str):
         return content
@@ -56,6 +63,8 @@ def message_text(message: BaseMessage) -> str:
             parts.append(block)
         elif isinstance(block, Mapping) and block.get("type") == "text":
             parts.append(str(block.get("text", "")))
+        elif isinstance(block, Mapping) and block.get("type") in _SKIPPED_BLOCKS:
+            continue
         elif isinstance(block, Mapping):
             raise ToolweaveError(
                 f"content blocks of type {block.get('type')!r} are not supported by a "

@@ -27,11 +27,11 @@ def structured_output_runnable(
     include_raw: bool,
 ) -> Runnable[LanguageModelInput, Any]:
     """The model bound to a response format, piped into a parser of that format."""
-    if method == "json_mode":
+    if method == "json_mode" and schema is None:
         response_format: dict[str, Any] = {"type": "json_object"}
     elif schema is None:
         raise ValueError("json_schema needs a schema")
-    else:
+    else:  # json_mode with a schema: our grammar can hold the answer to it, so it does
         response_format = {
             "type": "json_schema",
             "json_schema": {"schema": convert_to_json_schema(schema)},

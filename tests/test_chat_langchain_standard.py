@@ -20,6 +20,13 @@ from toolweave.adapters.chat_model import ChatToolweave
 # meaningful on a model that rarely opens a call on its own (see ChatToolweave).
 PARAMS: dict[str, Any] = {"auto_calls": "user_turn"}
 
+# The suites' async tests carry no marker; they expect pytest-asyncio in auto mode.
+# Run them on asyncio, as LangChain does.
+pytestmark = [
+    pytest.mark.asyncio,
+    pytest.mark.filterwarnings("ignore:The test <Function:pytest.PytestWarning"),
+]
+
 #: Integration tests skipped on SmolLM2-135M, with the reason.
 TOO_HARD_FOR_135M = {
     "test_structured_few_shot_examples": "needs the model to copy few-shot JSON answers "
@@ -56,7 +63,7 @@ class TestChatToolweaveIntegration(ChatModelIntegrationTests):
 
     @property
     def chat_model_params(self) -> dict[str, Any]:
-        return {**PARAMS, "max_tokens": 48}
+        return {**PARAMS, "max_tokens": 320}
 
     @property
     def has_tool_choice(self) -> bool:

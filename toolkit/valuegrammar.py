@@ -57,6 +57,15 @@ _RULE_NAME = re.compile(r"[a-z][a-z0-9_]*")
 _SIMPLE = re.compile(r'[a-z0-9_]+|"(?:[^"\\]|\\.)*"')
 
 
+def _sign_only_bounds(schema: Mapping[str, Any], *, integer: bool) -> bool:
+    """Whether our number regex enforces the schema's bounds exactly: no upper bound,
+    and no lower bound beyond "not negative" (or "positive" for integers)."""
+    if {"maximum", "exclusiveMaximum", "exclusiveMinimum"} & set(schema):
+        return False
+    low = schema.get("minimum")
+    return low is None or low == 0 or (integer and low == 1)
+
+
 @dataclass(frozen=True)
 class ValueGrammar:
     """Compiles value schemas to Lark rules under the given bounds and separators."""
@@ -215,6 +224,9 @@ class _Compiler:
             return self.shared(string_regex(self.flavor, low, high))
         if kind in ("integer", "number"):
             integer = kind == "integer"
+            if self.flavor == "json" and not _sign_only_bounds(schema, integer=integer):
+                # llguidance builds exact range regexes; ours only knows the sign.
+                return self.delegate({**schema, "type": kind})
             return self.shared(
                 number_regex(integer=integer, minimum=lower_bound(schema, integer=integer))
             )
