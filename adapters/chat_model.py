@@ -107,6 +107,8 @@ class ChatToolweave(BaseChatModel):
     auto_calls: Literal["model", "user_turn"] = "model"
     call_format: str | None = None
     stop: list[str] | None = None
+    #: Called as observer(kind, data) for each decoding phase (live displays, traces).
+    observer: Callable[[str, Mapping[str, Any]], None] | None = Field(default=None, exclude=True)
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -300,8 +302,10 @@ class ChatToolweave(BaseChatModel):
     ) -> ChatResult:
         streamer = CallStreamer(self.engine, active_runner())
         result: CallResult | None = None
+        self._observe_start()
         for ev, caller in self._events(messages, stop=stop, **kwargs):
             streamer.feed(ev, caller)
+            self._observe(ev)
             if ev.kind == "done":
                 result = ev.result
         if result is None:  # pragma: no cover - decoders always end with 'done'
@@ -317,7 +321,9 @@ class ChatToolweave(BaseChatModel):
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
         streamer = CallStreamer(self.engine, active_runner())
+        self._observe_start()
         for ev, caller in self._events(messages, stop=stop, **kwargs):
+            self._observe(ev)
             for chunk in streamer.feed(ev, caller):
                 if ev.kind == "done" and ev.result is not None:
                     chunk = _final_chunk(chunk, ev.result, self.model_name)
@@ -326,6 +332,30 @@ class ChatToolweave(BaseChatModel):
                         chunk.content, chunk=ChatGenerationChunk(message=chunk)
                     )
                 yield ChatGenerationChunk(message=chunk)
+
+    def _observe_start(self) -> None:
+        if self.observer is not None:
+            self.observer("model_start", {"mode": self.mode})
+
+    def _observe(self, ev: CallEvent) -> None:
+        if self.observer is None:
+            return
+        if ev.kind == "name":
+            self.observer("call_name", {"name": ev.name, "t_ms": ev.t_ms})
+        elif ev.kind in ("provisional", "call") and ev.call is not None:
+            kind = "provisional_call" if ev.kind == "provisional" else "final_call"
+            self.observer(kind, {**ev.call.to_dict(), "t_ms": ev.t_ms})
+        elif ev.kind == "done" and ev.result is not None:
+            r = ev.result
+            self.observer(
+                "model_done",
+                {
+                    "stats": r.stats.to_dict(),
+                    "calls": [c.to_dict() for c in r.calls],
+                    "text": "" if r.calls else r.text,
+                    "finish_reason": r.finish_reason,
+                },
+            )
 
     async def _agenerate(
         self,

@@ -3,6 +3,7 @@
     toolweave call --tools FILE --query TEXT [--mode MODE] [--json] [--model M]
                    [--format F] [--max-calls N] [--max-tokens N]
     toolweave classify --tools FILE [--json] [--override NAME=true|false ...]
+    toolweave run "REQUEST" [--server CMD|URL ...] [--model M] [--json] [--compare]
     toolweave bench engine --json OUT [--model M] [--calls N]
 
 Bad input never ends in a traceback: a `ToolweaveError`, an `OSError` or a usage error
@@ -24,6 +25,7 @@ from rich.markup import escape
 from toolweave.adapters.bench_cli import bench_app
 from toolweave.adapters.bench_fastpath import bench_fastpath
 from toolweave.adapters.classify_cli import classify
+from toolweave.adapters.run_cli import run
 from toolweave.errors import ConstraintError, ToolweaveError
 from toolweave.formats import FORMATS, get_format
 from toolweave.models import MODELS, resolve_model
@@ -48,6 +50,7 @@ app = typer.Typer(
 bench_app.command("fastpath")(bench_fastpath)
 app.add_typer(bench_app, name="bench")
 app.command("classify")(classify)
+app.command("run")(run)
 
 _MODEL_HELP = f"GGUF path or model name ({', '.join(MODELS)}); default: the embedded SmolLM2."
 

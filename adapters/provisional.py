@@ -79,6 +79,7 @@ class ProvisionalRunner:
     tools: Mapping[str, BaseTool]
     read_only: frozenset[str]
     timeout: float = 60.0
+    observer: Callable[[str, Mapping[str, Any]], None] | None = None
     runs: list[ProvisionalRun] = field(default_factory=list)
     _defaults: dict[str, dict[str, Any]] = field(default_factory=dict)
     _pending: dict[str, list[ProvisionalRun]] = field(default_factory=dict)
@@ -117,6 +118,8 @@ class ProvisionalRunner:
             "id": f"early_{uuid.uuid4().hex[:12]}",
             "type": "tool_call",
         }
+        if self.observer is not None:
+            self.observer("tool_start", {**run.call.to_dict(), "early": True})
         try:
             out = tool.invoke(shaped)
             message = (
@@ -126,9 +129,18 @@ class ProvisionalRunner:
             )
             run.finished = time.perf_counter()
             run.future.set_result(message)
+            self._finished(run, message.status == "error")
         except BaseException as exc:  # handed to whoever claims the run
             run.finished = time.perf_counter()
             run.future.set_exception(exc)
+            self._finished(run, True)
+
+    def _finished(self, run: ProvisionalRun, error: bool) -> None:
+        if self.observer is not None:
+            ms = ((run.finished or run.started) - run.started) * 1000
+            self.observer(
+                "tool_done", {"name": run.call.name, "ms": ms, "early": True, "error": error}
+            )
 
     def claim(self, name: str, arguments: Mapping[str, Any]) -> ProvisionalRun | None:
         """Take the early run of exactly this call, if there is one."""
@@ -177,10 +189,17 @@ class ProvisionalToolMiddleware(AgentMiddleware):
     ``runner`` is the current `ProvisionalRunner` (its ``runs`` carry timestamps).
     """
 
-    def __init__(self, *, overrides: Mapping[str, bool] | None = None, timeout: float = 60.0):
+    def __init__(
+        self,
+        *,
+        overrides: Mapping[str, bool] | None = None,
+        timeout: float = 60.0,
+        observer: Callable[[str, Mapping[str, Any]], None] | None = None,
+    ):
         super().__init__()
         self.overrides = dict(overrides or {})
         self.timeout = timeout
+        self.observer = observer
         self.runner: ProvisionalRunner | None = None
         self.message_done: list[float] = []  # when each model message was complete
         self.executions: list[ToolExecution] = []  # every tool call the agent executed
@@ -200,7 +219,7 @@ class ProvisionalToolMiddleware(AgentMiddleware):
             for name, tool in by_name.items()
             if classify_tool(from_langchain(tool).spec, overrides).read_only
         )
-        self.runner = ProvisionalRunner(by_name, read_only, self.timeout)
+        self.runner = ProvisionalRunner(by_name, read_only, self.timeout, self.observer)
         return self.runner
 
     def wrap_model_call(
@@ -233,15 +252,33 @@ class ProvisionalToolMiddleware(AgentMiddleware):
         call = request.tool_call
         run = self.runner.claim(call["name"], call["args"]) if self.runner else None
         if run is None or self.runner is None:
-            started = time.perf_counter()
+            started = self._tool_start(call)
             out = handler(request)
-            self._record(call, started, time.perf_counter(), early=False)
+            self._record(call, started, time.perf_counter(), early=False, out=out)
             return out
         message = self.runner.result(run, call["id"] or "")
         self._record(call, run.started, run.finished or time.perf_counter(), early=True)
         return message
 
-    def _record(self, call: Any, started: float, finished: float, *, early: bool) -> None:
+    def _tool_start(self, call: Any) -> float:
+        if self.observer is not None:
+            self.observer(
+                "tool_start", {"name": call["name"], "arguments": call["args"], "early": False}
+            )
+        return time.perf_counter()
+
+    def _record(
+        self, call: Any, started: float, finished: float, *, early: bool, out: Any = None
+    ) -> None:
+        if self.observer is not None:
+            if early:
+                self.observer("tool_reused", {"name": call["name"], "arguments": call["args"]})
+            else:
+                error = isinstance(out, ToolMessage) and out.status == "error"
+                ms = (finished - started) * 1000
+                self.observer(
+                    "tool_done", {"name": call["name"], "ms": ms, "early": False, "error": error}
+                )
         done = self.message_done[-1] if self.message_done else None
         self.executions.append(
             ToolExecution(call["name"], dict(call["args"]), started, finished, done, early)
@@ -256,9 +293,9 @@ class ProvisionalToolMiddleware(AgentMiddleware):
         runner = self.runner
         run = runner.claim(call["name"], call["args"]) if runner else None
         if run is None or runner is None:
-            started = time.perf_counter()
+            started = self._tool_start(call)
             out = await handler(request)
-            self._record(call, started, time.perf_counter(), early=False)
+            self._record(call, started, time.perf_counter(), early=False, out=out)
             return out
         message = await asyncio.wait_for(asyncio.wrap_future(run.future), runner.timeout)
         self._record(call, run.started, run.finished or time.perf_counter(), early=True)

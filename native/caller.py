@@ -202,6 +202,7 @@ class ToolCaller:
             output_tokens=len(decoder.tokens),
             prompt_tokens=len(prompt),
             prompt_ms=prompt_ms,
+            cached_tokens=pre.reused,
             time_to_tool_ms=t_tool,
             total_ms=total_ms,
             phases_ms=phases,

@@ -95,6 +95,7 @@ def generate_text(
         output_tokens=len(tokens),
         prompt_tokens=len(prompt),
         prompt_ms=pre.prompt_ms,
+        cached_tokens=pre.reused,
         time_to_tool_ms=None,
         total_ms=total_ms,
         phases_ms={"first_token": t_first} if t_first is not None else {},

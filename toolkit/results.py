@@ -22,7 +22,8 @@ class CallStats:
     `decode_passes` the passes after the prompt (the ones a faster decoder removes);
     `prefill_tokens` the prompt tokens plus every token written without being decoded.
     Times are wall-clock milliseconds measured from the end of the prompt prefill
-    (`prompt_ms` is that prefill), so modes sharing a prompt compare their own work.
+    (`prompt_ms` is that prefill), so modes sharing a prompt compare their own work;
+    `cached_tokens` are prompt tokens whose KV state was reused from an earlier request.
     """
 
     forward_passes: int = 0
@@ -32,6 +33,7 @@ class CallStats:
     output_tokens: int = 0
     prompt_tokens: int = 0
     prompt_ms: float = 0.0
+    cached_tokens: int = 0
     time_to_tool_ms: float | None = None
     total_ms: float = 0.0
     phases_ms: Mapping[str, float] = field(default_factory=dict)

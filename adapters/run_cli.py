@@ -1,0 +1,218 @@
+"""`toolweave run "REQUEST"`: an agent on the local model and MCP tool servers.
+
+By default the embedded SmolLM2 answers with the bundled demo MCP servers; `--server`
+(repeatable: a command for stdio, or an http(s) URL) uses your own instead. The agent
+is LangChain's `create_agent` on `ChatToolweave` with early starts of read-only tools.
+Each phase is printed as it happens; `--json` prints the same events as one JSON
+document instead. `--compare` re-decodes every model message of the run with the
+`constrained` baseline decoder (same prompts, same model, tools not run again) and
+compares decode passes and time.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+if TYPE_CHECKING:
+    from langchain_core.messages import BaseMessage
+    from langchain_core.tools import BaseTool
+    from rich.console import Console
+
+    from toolweave.adapters.run_display import RunTrace
+
+__all__ = ["run"]
+
+SYSTEM = (
+    "You are a helpful assistant on the user's computer. Use the tools to look things "
+    "up or act, then answer briefly from the tool results."
+)
+
+
+def run(
+    request: Annotated[str, typer.Argument(help="What to ask the agent.")],
+    server: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--server",
+            help="MCP server: a command (stdio) or an http(s) URL; repeatable. "
+            "Default: the bundled demo servers.",
+        ),
+    ] = None,
+    demo: Annotated[
+        str | None,
+        typer.Option("--demo", help="Demo servers to start, comma-separated (default: all)."),
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help="GGUF path or model name (default: SmolLM2).")
+    ] = None,
+    mode: Annotated[str, typer.Option("--mode", help="Decoding mode of tool calls.")] = "lossless",
+    agent: Annotated[str, typer.Option("--agent", help="Agent loop: react.")] = "react",
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON trace.")] = False,
+    compare: Annotated[
+        bool, typer.Option("--compare", help="Compare with the constrained baseline decoder.")
+    ] = False,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", min=16)] = 160,
+    state_dir: Annotated[
+        Path | None, typer.Option("--state-dir", help="Where the demo servers keep state.")
+    ] = None,
+) -> None:
+    """Answer REQUEST with an agent on the local model and MCP tools, showing each phase."""
+    # Imported here: LangChain's agent stack takes seconds to import, `toolweave call` not.
+    from rich.console import Console
+
+    from toolweave.adapters.langchain_tools import to_langchain
+    from toolweave.adapters.mcp_client import MCPHub, ServerConfig, demo_server_configs
+    from toolweave.adapters.run_display import RunTrace
+    from toolweave.errors import ToolweaveError
+
+    if agent != "react":
+        raise typer.BadParameter("only --agent react is available in this version")
+    console = Console(highlight=False, stderr=as_json)
+    trace = RunTrace(console, quiet=as_json)
+    try:
+        configs = (
+            [ServerConfig.parse(s) for s in server]
+            if server
+            else demo_server_configs(state_dir, names=demo.split(",") if demo else None)
+        )
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    trace.note(f"starting {len(configs)} MCP server(s): {', '.join(c.name for c in configs)}")
+    try:
+        with MCPHub(configs) as hub:
+            if not hub.tools:
+                raise ToolweaveError("the MCP servers offer no tools")
+            read_only = [t.name for t in hub.tools if t.read_only]
+            trace.note(
+                f"{len(hub.tools)} tools; read-only (may start early): "
+                f"{', '.join(read_only) or 'none'}"
+            )
+            tools = [to_langchain(t) for t in hub.tools]
+            messages, answer = _run_agent(tools, request, model, mode, max_tokens, trace)
+    except KeyboardInterrupt:
+        console.print("interrupted: servers stopped, nothing left running")
+        raise typer.Exit(130) from None
+    summary = _summary(messages)
+    # The baseline only reads the tools' schemas: no tool runs again after the hub closed.
+    comparison = _compare(messages, tools, model, max_tokens, trace) if compare else None
+    if as_json:
+        doc = {
+            "request": request,
+            "answer": answer,
+            "events": trace.events,
+            "summary": summary,
+            "compare": comparison,
+        }
+        print(json.dumps(doc, ensure_ascii=False, indent=2, default=str))
+        return
+    console.print(f"\n[bold]answer[/bold]: {answer}")
+    console.print(
+        f"{summary['model_messages']} model messages, {summary['tool_calls']} tool calls, "
+        f"{summary['decode_passes']} decode passes, {trace.elapsed():.1f} s in total"
+    )
+    if comparison:
+        _print_comparison(console, comparison)
+
+
+def _run_agent(
+    tools: list[BaseTool],
+    request: str,
+    model: str | None,
+    mode: str,
+    max_tokens: int,
+    trace: RunTrace,
+) -> tuple[list[BaseMessage], str]:
+    from langchain.agents import create_agent
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from toolweave.adapters.chat_model import ChatToolweave
+    from toolweave.adapters.provisional import ProvisionalToolMiddleware
+
+    chat = ChatToolweave(
+        model=model, mode=mode, max_tokens=max_tokens, auto_calls="user_turn", observer=trace
+    )
+    agent = create_agent(
+        chat, tools, system_prompt=SYSTEM, middleware=[ProvisionalToolMiddleware(observer=trace)]
+    )
+    out = agent.invoke({"messages": [HumanMessage(request)]}, {"recursion_limit": 12})
+    messages: list[BaseMessage] = list(out["messages"])
+    last = messages[-1]
+    answer = last.content if isinstance(last, AIMessage) and isinstance(last.content, str) else ""
+    return messages, answer or "(no answer)"
+
+
+def _summary(messages: Sequence[BaseMessage]) -> dict[str, Any]:
+    from langchain_core.messages import AIMessage
+
+    ai = [m for m in messages if isinstance(m, AIMessage)]
+    stats = [m.response_metadata.get("stats", {}) for m in ai]
+    return {
+        "model_messages": len(ai),
+        "tool_calls": sum(len(m.tool_calls) for m in ai),
+        "decode_passes": sum(s.get("decode_passes", 0) for s in stats),
+        "decode_ms": sum(s.get("total_ms", 0.0) for s in stats),
+    }
+
+
+def _compare(
+    messages: Sequence[BaseMessage],
+    tools: list[BaseTool],
+    model: str | None,
+    max_tokens: int,
+    trace: RunTrace,
+) -> dict[str, Any]:
+    """Decode each model message again with the baseline (tools are not run again)."""
+    from langchain_core.messages import AIMessage, SystemMessage
+
+    from toolweave.adapters.chat_model import ChatToolweave
+
+    trace.note("comparing: decoding the same messages with the constrained baseline")
+    baseline = ChatToolweave(
+        model=model, mode="constrained", max_tokens=max_tokens, auto_calls="user_turn"
+    )
+    rows: list[dict[str, Any]] = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, AIMessage):
+            continue
+        history = [SystemMessage(SYSTEM), *messages[:i]]
+        again = baseline.bind_tools(tools).invoke(history)
+        ours, base = m.response_metadata.get("stats", {}), again.response_metadata["stats"]
+        rows.append(
+            {
+                "message": len(rows) + 1,
+                "fast_passes": ours.get("decode_passes", 0),
+                "baseline_passes": base["decode_passes"],
+                "fast_ms": ours.get("total_ms", 0.0),
+                "baseline_ms": base["total_ms"],
+                "same_calls": [(c["name"], c["args"]) for c in m.tool_calls]
+                == [(c["name"], c["args"]) for c in again.tool_calls],
+            }
+        )
+    fast = sum(r["fast_ms"] for r in rows)
+    base_ms = sum(r["baseline_ms"] for r in rows)
+    return {"messages": rows, "speedup": base_ms / fast if fast else None}
+
+
+def _print_comparison(console: Console, comparison: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    table = Table(title="decoding: toolweave vs the constrained baseline (same prompts)")
+    for col in ("message", "passes", "baseline passes", "ms", "baseline ms", "same output"):
+        table.add_column(col)
+    for r in comparison["messages"]:
+        table.add_row(
+            str(r["message"]),
+            str(r["fast_passes"]),
+            str(r["baseline_passes"]),
+            f"{r['fast_ms']:.0f}",
+            f"{r['baseline_ms']:.0f}",
+            "yes" if r["same_calls"] else "no",
+        )
+    console.print(table)
+    if comparison["speedup"]:
+        console.print(f"decode speedup over the baseline: x{comparison['speedup']:.2f}")
