@@ -14,7 +14,9 @@ With ``tool_choice`` auto, ``auto_calls="model"`` lets the model decide: it call
 when its greedy first token starts the call format. Small models rarely choose to call
 on their own (SmolLM2-135M opened a call for 1 of 8 assistant requests), so
 ``auto_calls="user_turn"`` calls a tool whenever the last message is the user's and lets
-the model decide after tool results; agents on tiny models want that one.
+the model decide after tool results, except that a call repeating one already made
+since the user's message becomes a text answer (tiny models otherwise loop on it);
+agents on tiny models want that one.
 """
 
 from __future__ import annotations
@@ -79,7 +81,7 @@ def shared_engine(model: str | None, n_ctx: int) -> Engine:
 class _Plan:
     """What one request decodes: tool calls, text, or JSON under a schema."""
 
-    kind: Literal["call", "text", "json", "auto"]
+    kind: Literal["call", "text", "json", "auto", "grammar"]
     specs: tuple[ToolSpec, ...] = ()
     schema: Mapping[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -194,7 +196,10 @@ class ChatToolweave(BaseChatModel):
         tools: Sequence[Mapping[str, Any]] | None,
         tool_choice: Any,
         response_format: Mapping[str, Any] | None,
+        grammar: str | None = None,
     ) -> _Plan:
+        if grammar is not None:
+            return _Plan("grammar", extra={"grammar": grammar})
         if response_format is not None:
             return _Plan("json", schema=_response_schema(response_format))
         # Read-only tools (annotations, then name and description) get provisional calls.
@@ -250,7 +255,10 @@ class ChatToolweave(BaseChatModel):
     ) -> Iterator[tuple[CallEvent, ToolCaller | None]]:
         """Decode the response; events of the tool caller (None for text and JSON)."""
         plan = self._plan(
-            kwargs.get("tools"), kwargs.get("tool_choice"), kwargs.get("response_format")
+            kwargs.get("tools"),
+            kwargs.get("tool_choice"),
+            kwargs.get("response_format"),
+            kwargs.get("grammar"),
         )
         if kwargs.get("model") not in (None, self.model):
             raise ToolweaveError(
@@ -266,6 +274,13 @@ class ChatToolweave(BaseChatModel):
                 for ev in generate_text(eng, prompt, max_tokens=self.max_tokens, stop=stop):
                     yield ev, None
                 return
+            if plan.kind == "grammar":  # text under a caller's grammar (model.bind(grammar=))
+                prompt = self._render(system, rest)
+                for ev in generate_text(
+                    eng, prompt, max_tokens=self.max_tokens, grammar=plan.extra["grammar"]
+                ):
+                    yield ev, None
+                return
             if plan.kind == "json":
                 spec = ToolSpec.from_dict({"name": "output", "parameters": plan.schema})
                 grammar = "start: %json " + json.dumps(arguments_schema(spec))
@@ -275,9 +290,28 @@ class ChatToolweave(BaseChatModel):
                 return
             caller = self._caller(plan.specs, system, max_calls)
             msgs = template_messages(rest, caller.fmt)
-            if plan.kind == "auto" and not self._wants_call(caller, rest, msgs):
-                prompt = caller.prompt_tokens(msgs)
-                for ev in generate_text(eng, prompt, max_tokens=self.max_tokens, stop=stop):
+            text = plan.kind == "auto" and not self._wants_call(caller, rest, msgs)
+            if not text and plan.kind == "auto" and self.auto_calls == "user_turn":
+                earlier = _calls_since_user(rest)
+                if earlier:
+                    # After tool results: a call repeating one already answered would
+                    # loop; the model answers in text instead (events held until known).
+                    held = list(caller.events(msgs, self.mode))
+                    result = held[-1].result
+                    if result is None or not _repeats(result, earlier):
+                        yield from ((ev, caller) for ev in held)
+                        return
+                    text = True
+            if text:
+                # A text answer: it may not open a tool call, and stops if it writes one.
+                opener = caller.fmt.open
+                for ev in generate_text(
+                    eng,
+                    caller.prompt_tokens(msgs),
+                    max_tokens=self.max_tokens,
+                    stop=[*stop, opener] if opener else stop,
+                    not_first=_opening_tokens(eng, opener),
+                ):
                     yield ev, None
                 return
             for ev in caller.events(msgs, self.mode):
@@ -381,6 +415,32 @@ class ChatToolweave(BaseChatModel):
             if run_manager and isinstance(chunk.message.content, str) and chunk.message.content:
                 await run_manager.on_llm_new_token(chunk.message.content, chunk=chunk)
             yield chunk
+
+
+def _opening_tokens(engine: Engine, opener: str) -> list[int]:
+    """Tokens that would begin `opener` (as the first token of a response)."""
+    if not opener:
+        return []
+    first = engine.tokenize(opener, parse_special=True)[:1]
+    return first
+
+
+def _calls_since_user(messages: Sequence[BaseMessage]) -> list[tuple[str, str]]:
+    """The (name, arguments) of every tool call made since the last user message."""
+    out: list[tuple[str, str]] = []
+    for m in reversed(messages):
+        if isinstance(m, HumanMessage):
+            break
+        if isinstance(m, AIMessage):
+            out.extend((c["name"], json.dumps(c["args"], sort_keys=True)) for c in m.tool_calls)
+    return out
+
+
+def _repeats(result: CallResult, earlier: Sequence[tuple[str, str]]) -> bool:
+    seen = set(earlier)
+    return any(
+        (c.name, json.dumps(dict(c.arguments), sort_keys=True)) in seen for c in result.calls
+    )
 
 
 def _openai_tool(tool: Mapping[str, Any] | type | Callable[..., Any] | BaseTool) -> dict[str, Any]:

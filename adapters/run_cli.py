@@ -23,9 +23,13 @@ if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
     from rich.console import Console
 
+    from toolweave.adapters.mcp_client import MCPHub
     from toolweave.adapters.run_display import RunTrace
 
 __all__ = ["run"]
+
+#: Agent graph steps (model and tool nodes) before a run is stopped.
+MAX_STEPS = 16
 
 SYSTEM = (
     "You are a helpful assistant on the user's computer. Use the tools to look things "
@@ -51,7 +55,9 @@ def run(
         str | None, typer.Option("--model", help="GGUF path or model name (default: SmolLM2).")
     ] = None,
     mode: Annotated[str, typer.Option("--mode", help="Decoding mode of tool calls.")] = "lossless",
-    agent: Annotated[str, typer.Option("--agent", help="Agent loop: react.")] = "react",
+    agent: Annotated[
+        str, typer.Option("--agent", help="plan (Planner/executor/Arbiter) or react.")
+    ] = "plan",
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON trace.")] = False,
     compare: Annotated[
         bool, typer.Option("--compare", help="Compare with the constrained baseline decoder.")
@@ -63,6 +69,7 @@ def run(
 ) -> None:
     """Answer REQUEST with an agent on the local model and MCP tools, showing each phase."""
     # Imported here: LangChain's agent stack takes seconds to import, `toolweave call` not.
+    from langgraph.errors import GraphRecursionError
     from rich.console import Console
 
     from toolweave.adapters.langchain_tools import to_langchain
@@ -70,8 +77,10 @@ def run(
     from toolweave.adapters.run_display import RunTrace
     from toolweave.errors import ToolweaveError
 
-    if agent != "react":
-        raise typer.BadParameter("only --agent react is available in this version")
+    if agent not in ("plan", "react"):
+        raise typer.BadParameter(f"--agent must be plan or react, got {agent!r}")
+    if compare and agent != "react":
+        raise typer.BadParameter("--compare is available with --agent react")
     console = Console(highlight=False, stderr=as_json)
     trace = RunTrace(console, quiet=as_json)
     try:
@@ -93,11 +102,20 @@ def run(
                 f"{', '.join(read_only) or 'none'}"
             )
             tools = [to_langchain(t) for t in hub.tools]
-            messages, answer = _run_agent(tools, request, model, mode, max_tokens, trace)
+            if agent == "plan":
+                examples = [] if server else _demo_examples()
+                answer, summary = _run_plan(hub, request, model, max_tokens, examples, trace)
+                messages: list[BaseMessage] = []
+            else:
+                messages, answer = _run_agent(tools, request, model, mode, max_tokens, trace)
+                summary = _summary(messages)
     except KeyboardInterrupt:
         console.print("interrupted: servers stopped, nothing left running")
         raise typer.Exit(130) from None
-    summary = _summary(messages)
+    except GraphRecursionError:
+        raise ToolweaveError(
+            f"the agent did not finish within {MAX_STEPS} steps (see the phases above)"
+        ) from None
     # The baseline only reads the tools' schemas: no tool runs again after the hub closed.
     comparison = _compare(messages, tools, model, max_tokens, trace) if compare else None
     if as_json:
@@ -112,8 +130,8 @@ def run(
         return
     console.print(f"\n[bold]answer[/bold]: {answer}")
     console.print(
-        f"{summary['model_messages']} model messages, {summary['tool_calls']} tool calls, "
-        f"{summary['decode_passes']} decode passes, {trace.elapsed():.1f} s in total"
+        ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in summary.items())
+        + f"; {trace.elapsed():.1f} s in total"
     )
     if comparison:
         _print_comparison(console, comparison)
@@ -139,11 +157,35 @@ def _run_agent(
     agent = create_agent(
         chat, tools, system_prompt=SYSTEM, middleware=[ProvisionalToolMiddleware(observer=trace)]
     )
-    out = agent.invoke({"messages": [HumanMessage(request)]}, {"recursion_limit": 12})
+    out = agent.invoke({"messages": [HumanMessage(request)]}, {"recursion_limit": MAX_STEPS})
     messages: list[BaseMessage] = list(out["messages"])
     last = messages[-1]
     answer = last.content if isinstance(last, AIMessage) and isinstance(last.content, str) else ""
     return messages, answer or "(no answer)"
+
+
+def _demo_examples() -> list[tuple[str, str]]:
+    from toolweave.demo_servers import plan_examples
+
+    return plan_examples()
+
+
+def _run_plan(
+    hub: MCPHub,
+    request: str,
+    model: str | None,
+    max_tokens: int,
+    examples: Sequence[tuple[str, str]],
+    trace: RunTrace,
+) -> tuple[str, dict[str, Any]]:
+    from toolweave.adapters.chat_model import ChatToolweave
+    from toolweave.adapters.plan_agent import PlanOutAgent
+
+    chat = ChatToolweave(model=model, max_tokens=max(max_tokens, 256), observer=trace)
+    result = PlanOutAgent(chat, hub.tools, examples=examples, observer=trace).run(request)
+    tasks = sum(len(r.run.records) for r in result.rounds)
+    summary = {"rounds": len(result.rounds), "tool_calls": tasks, "finished": result.finished}
+    return result.answer, summary
 
 
 def _summary(messages: Sequence[BaseMessage]) -> dict[str, Any]:

@@ -83,6 +83,24 @@ class RunTrace:
         if kind == "tool_done":
             status = "[red]failed[/red]" if data.get("error") else "finished"
             return f"  tool {escape(str(data['name']))} {status} in {data['ms']:.0f} ms"
+        if kind == "planner_start":
+            return f"[bold]planner[/bold] round {data['round']}: writing the plan"
+        if kind == "plan_line":
+            return f"  plan line {data['index']}: {escape(str(data['tool']))}(...) ready"
+        if kind == "task_start":
+            return f"  [green]task {data['index']} {escape(str(data['tool']))} started[/green]"
+        if kind == "task_done":
+            status = "[red]failed[/red]" if data.get("error") else "finished"
+            obs = escape(str(data.get("observation", ""))[:120])
+            return f"  task {data['index']} {status} in {data['ms']:.0f} ms: {obs}"
+        if kind == "plan_done":
+            plan = escape(str(data["plan"]).strip()).replace("\n", "\n    ")
+            return f"  plan ({data['planner_s']:.1f} s):\n    {plan}"
+        if kind == "arbiter_start":
+            return "[bold]arbiter[/bold]: reading the results"
+        if kind == "arbiter_done":
+            verdict = "finish" if data["finish"] else "replan"
+            return f"  decision: {verdict}; thought: {escape(str(data['thought'])[:160])}"
         if kind == "tool_reused":
             return (
                 f"  agent reuses the early result of {escape(str(data['name']))} "

@@ -38,11 +38,13 @@ def generate_text(
     seq: int = 0,
     mode: str = "text",
     stop: Sequence[str] = (),
+    not_first: Sequence[int] = (),
 ) -> Iterator[CallEvent]:
     """Decode greedily after `prompt` until an end-of-generation token, the end of
     `grammar` (llguidance Lark, optional), a `stop` string or `max_tokens`; the last
     event is 'done'. A stop string ends the text and is not part of it (tokens that
-    started it may already have been streamed)."""
+    started it may already have been streamed). Tokens in `not_first` cannot open the
+    text (a text answer that must not start a tool call)."""
     with engine.lock:
         passes0 = engine.counters.forward_passes
         pre = prefill_prompt(engine, seq, prompt, max_tokens=max_tokens)
@@ -59,6 +61,9 @@ def generate_text(
                 if matcher is not None and matcher.stopped:
                     reason = "stop"
                     break
+                if not tokens and not_first:
+                    logits = logits.copy()
+                    logits[list(not_first)] = -np.inf
                 token = matcher.best(logits) if matcher is not None else int(np.argmax(logits))
                 if engine.is_eog(token):
                     reason = "stop"

@@ -17,10 +17,31 @@ def toolweave(*args: str | Path, timeout: float = 600) -> subprocess.CompletedPr
     )
 
 
-def test_run_json_trace_shows_each_phase_and_the_answer(tmp_path: Path) -> None:
+def test_plan_agent_run_streams_plan_lines_tasks_and_the_arbiter(tmp_path: Path) -> None:
+    proc = toolweave(
+        "run",
+        "What's the weather in London and in Paris right now?",
+        "--demo",
+        "weather",
+        "--state-dir",
+        tmp_path,
+        "--json",
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads(proc.stdout)
+    kinds = [e["kind"] for e in doc["events"]]
+    for kind in ("planner_start", "plan_line", "task_start", "plan_done", "arbiter_done"):
+        assert kind in kinds, kinds
+    assert kinds.index("task_start") < kinds.index("plan_done")  # tasks start mid-plan
+    assert doc["summary"]["tool_calls"] >= 2 and doc["answer"]
+
+
+def test_react_run_json_trace_shows_each_phase_and_the_answer(tmp_path: Path) -> None:
     proc = toolweave(
         "run",
         "What's the weather in London right now?",
+        "--agent",
+        "react",
         "--demo",
         "weather",
         "--state-dir",

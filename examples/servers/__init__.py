@@ -13,7 +13,10 @@ data on first use, so a restarted server finds what it wrote.
 
 from __future__ import annotations
 
-__all__ = ["DEMO_SERVERS", "STATE_ENV"]
+import json
+from importlib import resources
+
+__all__ = ["DEMO_SERVERS", "STATE_ENV", "plan_examples"]
 
 #: Environment variable naming the directory the demo servers keep their state in.
 STATE_ENV = "TOOLWEAVE_DEMO_STATE"
@@ -23,3 +26,9 @@ DEMO_SERVERS: dict[str, str] = {
     name: f"toolweave.demo_servers.{name}"
     for name in ("files", "notes", "contacts", "calendar", "messages", "weather")
 }
+
+
+def plan_examples() -> list[tuple[str, str]]:
+    """(request, plan) examples over the demo tools, for a plan-out Planner's prompt."""
+    text = resources.files(__name__).joinpath("plan_examples.json").read_text("utf-8")
+    return [(item["query"], item["plan"]) for item in json.loads(text)]
