@@ -98,6 +98,7 @@ class Engine:
         self._model: llama_cpp.llama_model_p | None = None
         self._ctx: llama_cpp.llama_context_p | None = None
         self._batch: llama_cpp.llama_batch | None = None
+        self._mem: llama_cpp.llama_memory_t | None = None
 
         mparams = llama_cpp.llama_model_default_params()
         model = llama_cpp.llama_model_load_from_file(str(path).encode("utf-8"), mparams)
@@ -115,27 +116,14 @@ class Engine:
         # measured ~2-7% per serial step on this 2-core CPU.
         batch_threads = n_threads_batch or n_threads or max(1, os.cpu_count() or 1)
         threads = n_threads or (1 if batch_invariant else batch_threads)
-        cparams = llama_cpp.llama_context_default_params()
-        cparams.n_ctx = n_ctx
-        cparams.n_batch = n_batch
-        cparams.n_ubatch = n_batch
-        cparams.n_seq_max = n_seq_max
-        cparams.n_threads = threads
-        cparams.n_threads_batch = batch_threads
-        cparams.kv_unified = True
-        cparams.no_perf = True
-        ctx = llama_cpp.llama_init_from_model(model, cparams)
-        if not ctx:
-            self.close()
-            raise ModelError(f"llama.cpp could not create a context for {path} (n_ctx={n_ctx})")
-        self._ctx = ctx
-        self.n_ctx: int = llama_cpp.llama_n_ctx(ctx)
         self.n_seq_max = n_seq_max
         self.n_batch = n_batch
         self.n_threads = threads
         self.n_threads_batch = batch_threads
-        self._mem = llama_cpp.llama_get_memory(ctx)
-        self._batch = llama_cpp.llama_batch_init(n_batch, 0, n_seq_max)
+        self._n_ctx_wanted = n_ctx
+        self._released = False
+        self._open_context()
+        self.n_ctx: int = llama_cpp.llama_n_ctx(self.ctx)
         self.counters = EngineCounters()
         self._piece_buf = ctypes.create_string_buffer(256)
         self._pieces: dict[int, bytes] = {}
@@ -147,17 +135,73 @@ class Engine:
         self.lock = threading.RLock()
 
     # ------------------------------------------------------------------ lifecycle
-    def close(self) -> None:
-        """Free the batch, the context and the model (idempotent)."""
+    def _open_context(self) -> None:
+        """Create the context, its memory handle and the batch on the loaded model."""
+        cparams = llama_cpp.llama_context_default_params()
+        cparams.n_ctx = self._n_ctx_wanted
+        cparams.n_batch = self.n_batch
+        cparams.n_ubatch = self.n_batch
+        cparams.n_seq_max = self.n_seq_max
+        cparams.n_threads = self.n_threads
+        cparams.n_threads_batch = self.n_threads_batch
+        cparams.kv_unified = True
+        cparams.no_perf = True
+        ctx = llama_cpp.llama_init_from_model(self.model, cparams)
+        if not ctx:
+            self.close()
+            raise ModelError(
+                f"llama.cpp could not create a context for {self.model_path} "
+                f"(n_ctx={self._n_ctx_wanted})"
+            )
+        self._ctx = ctx
+        self._mem = llama_cpp.llama_get_memory(ctx)
+        self._batch = llama_cpp.llama_batch_init(self.n_batch, 0, self.n_seq_max)
+
+    def _free_context(self) -> None:
         if self._batch is not None:
             llama_cpp.llama_batch_free(self._batch)
             self._batch = None
         if self._ctx is not None:
             llama_cpp.llama_free(self._ctx)
             self._ctx = None
+        self._mem = None
+
+    def close(self) -> None:
+        """Free the batch, the context and the model (idempotent)."""
+        self._released = False
+        self._free_context()
         if self._model is not None:
             llama_cpp.llama_model_free(self._model)
             self._model = None
+
+    # ------------------------------------------------------------------ idle release
+    @property
+    def released(self) -> bool:
+        """True between `release()` and the next operation that needs the context."""
+        return self._released
+
+    def release(self) -> None:
+        """Free the context (KV cache, compute buffers, threads); keep the model weights.
+
+        Every sequence is emptied. The next forward pass or state operation recreates
+        the context with the same parameters (`acquire`); sequence queries in between
+        answer from the empty state without recreating it. Idempotent.
+        """
+        with self.lock:
+            if self._model is None:
+                raise EngineError("the engine is closed")
+            if self._ctx is None:
+                return
+            self._free_context()
+            self.seq_tokens.clear()
+            self._released = True
+
+    def acquire(self) -> None:
+        """Recreate the context after `release()` (a no-op when it is live)."""
+        with self.lock:
+            if self._released:
+                self._open_context()
+                self._released = False
 
     def __enter__(self) -> Engine:
         return self
@@ -176,9 +220,19 @@ class Engine:
 
     @property
     def ctx(self) -> llama_cpp.llama_context_p:
+        if self._released:
+            self.acquire()
         if self._ctx is None:
             raise EngineError("the engine is closed")
         return self._ctx
+
+    def _memory(self) -> llama_cpp.llama_memory_t | None:
+        """The KV memory handle; None while released (every sequence is empty then)."""
+        if self._released:
+            return None
+        if self._mem is None:
+            raise EngineError("the engine is closed")
+        return self._mem
 
     @property
     def model(self) -> llama_cpp.llama_model_p:
@@ -259,7 +313,8 @@ class Engine:
     def seq_pos_max(self, seq: int) -> int:
         """Largest position held by `seq`, -1 when empty."""
         self._check_seq(seq)
-        return int(llama_cpp.llama_memory_seq_pos_max(self._mem, seq))
+        mem = self._memory()
+        return -1 if mem is None else int(llama_cpp.llama_memory_seq_pos_max(mem, seq))
 
     def seq_len(self, seq: int) -> int:
         return self.seq_pos_max(seq) + 1
@@ -269,7 +324,9 @@ class Engine:
         self._check_seq(src)
         self._check_seq(dst)
         self.seq_tokens.pop(dst, None)
-        llama_cpp.llama_memory_seq_cp(self._mem, src, dst, p0, p1)
+        mem = self._memory()
+        if mem is not None:
+            llama_cpp.llama_memory_seq_cp(mem, src, dst, p0, p1)
 
     def seq_remove(self, seq: int, p0: int = 0, p1: int = -1) -> None:
         """Drop positions [p0, p1) of `seq` (p1 < 0: to the end)."""
@@ -280,17 +337,22 @@ class Engine:
                 del known[p0:]
             else:
                 self.seq_tokens.pop(seq)
-        if not llama_cpp.llama_memory_seq_rm(self._mem, seq, p0, p1):
+        mem = self._memory()
+        if mem is not None and not llama_cpp.llama_memory_seq_rm(mem, seq, p0, p1):
             raise SequenceError(f"cannot remove positions [{p0}, {p1}) of sequence {seq}")
 
     def seq_keep(self, seq: int) -> None:
         self._check_seq(seq)
         self.seq_tokens = {s: t for s, t in self.seq_tokens.items() if s == seq}
-        llama_cpp.llama_memory_seq_keep(self._mem, seq)
+        mem = self._memory()
+        if mem is not None:
+            llama_cpp.llama_memory_seq_keep(mem, seq)
 
     def clear(self) -> None:
         self.seq_tokens.clear()
-        llama_cpp.llama_memory_clear(self._mem, True)
+        mem = self._memory()
+        if mem is not None:
+            llama_cpp.llama_memory_clear(mem, True)
 
     # ------------------------------------------------------------------ forward passes
     def forward(self, items: Sequence[BatchToken]) -> NDArray[np.float32]:
@@ -304,6 +366,7 @@ class Engine:
             raise EngineError(
                 f"a pass holds at most n_batch={self.n_batch} tokens, got {len(items)}"
             )
+        ctx = self.ctx  # recreates a released context
         batch = self._batch
         if batch is None:
             raise EngineError("the engine is closed")
@@ -330,7 +393,7 @@ class Engine:
             if it.logits:
                 want.append(i)
         batch.n_tokens = len(items)
-        rc = llama_cpp.llama_decode(self.ctx, batch)
+        rc = llama_cpp.llama_decode(ctx, batch)
         if rc == 1:
             raise ContextFullError("no free KV cells for this pass: the context is full")
         if rc != 0:
@@ -341,7 +404,7 @@ class Engine:
         self.counters.per_pass_sizes.append(len(items))
         out = np.empty((len(want), self.n_vocab), dtype=np.float32)
         for row, i in enumerate(want):
-            ptr = llama_cpp.llama_get_logits_ith(self.ctx, i)
+            ptr = llama_cpp.llama_get_logits_ith(ctx, i)
             if not ptr:
                 raise DecodeError(f"no logits for batch index {i}")
             out[row] = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))

@@ -2,12 +2,15 @@
 
 Each step the pending token (greedy, not yet in the KV cache) is forwarded. When the
 table (`toolweave.ngram.NgramTable`, built from the few-shot examples and the query) has
-an entry for the last n-1 tokens and the engine cost table says a draft of that length
-pays at the running acceptance rate, the pending token and the draft go through ONE
-pass with logits for every row. Row i holds the model's greedy choice after draft token
-i-1, so the longest draft prefix equal to those choices is accepted, plus the model's own
-next token; the KV cells of the rejected draft tokens are removed. Without an entry (or
-when a draft would not pay) the step is a plain single-token pass: nothing is paid.
+a certain entry for the last n-1 tokens (one the texts never continued differently) and
+the engine cost table says a draft of that length pays at the running acceptance rate,
+the pending token and the draft go through ONE pass with logits for every row. Row i
+holds the model's greedy choice after draft token i-1, so the longest draft prefix equal
+to those choices is accepted, plus the model's own next token; the KV cells of the
+rejected draft tokens are removed. Without an entry (or when a draft would not pay) the
+step is a plain single-token pass: nothing is paid. Drafts stop before uncertain keys:
+they mark the slots the examples fill differently (argument values), where the table is
+right far less often.
 
 Output is token-for-token that of `generate_text` (plain greedy, no grammar): the engine
 is batch-invariant by default, so a verification row equals the serial step's logits.
@@ -123,7 +126,8 @@ def generate_with_exspec(
                 if done or len(tokens) >= max_tokens:
                     break
                 # The pending token is tokens[-1]; a draft continues it within the budget.
-                draft = table.draft(history, min(max_draft, max_tokens - len(tokens) - 1))
+                budget = min(max_draft, max_tokens - len(tokens) - 1)
+                draft = table.draft(history, budget, certain_only=True)
                 k = draft_length(pass_ms, rate.rate, max_len=len(draft))
                 pos = len(prompt) + len(tokens) - 1
                 if k == 0:

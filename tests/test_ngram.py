@@ -41,11 +41,21 @@ def test_lookup_returns_the_most_frequent_follower(data: list[list[int]], n: int
     assert table.lookup([0] * (n - 2)) is None  # too short a context
     assert table.source_tokens == sum(map(len, data))
     assert table.size_bytes == len(table) * n * 4
+    followers: dict[tuple[int, ...], set[int]] = {}
+    for s in data:
+        for i in range(len(s) - n + 1):
+            followers.setdefault(tuple(s[i : i + n - 1]), set()).add(s[i + n - 1])
+    assert table.uncertain == {key for key, fs in followers.items() if len(fs) > 1}
+    for key, fs in followers.items():
+        assert table.certain(list(key)) == (len(fs) == 1)
 
 
 def test_ties_go_to_the_latest_occurrence() -> None:
     table = NgramTable.build([[1, 2, 3, 1, 2, 4], [1, 2, 5]])
     assert table.lookup([1, 2]) == 5  # three followers seen once each: the query's wins
+    assert not table.certain([1, 2]) and table.certain([2, 3]) and not table.certain([9, 9])
+    assert table.draft([1, 2], 3) == [5] and table.draft([1, 2], 3, certain_only=True) == []
+    assert table.draft([3, 1], 3) == [2, 5] and table.draft([3, 1], 3, certain_only=True) == [2]
     assert NgramTable.build([[1, 2, 3, 1, 2, 3, 1, 2, 4]]).lookup([1, 2]) == 3
     assert NgramTable.build([[1, 2], [3, 4]]).lookup([2, 3]) is None  # no cross-stream window
 
@@ -63,6 +73,14 @@ def test_draft_chains_lookups_until_the_first_miss(
     assert len(draft) <= max_len
     if len(draft) < max_len:
         assert table.lookup(window) is None
+    sure = table.draft(context, max_len, certain_only=True)
+    assert draft[: len(sure)] == sure  # a prefix of the full draft...
+    window = list(context)
+    for token in sure:  # ...made of certain keys only
+        assert table.certain(window)
+        window.append(token)
+    if len(sure) < len(draft):
+        assert not table.certain(window)
 
 
 @given(st.lists(tokens, max_size=6), st.integers(min_value=0, max_value=8))
@@ -124,7 +142,7 @@ def test_acceptance_rate_follows_observations(hits: list[bool]) -> None:
         rate = rate.observe(int(hit), not hit)
         assert 0.0 <= rate.rate <= 1.0
         assert (rate.rate >= before) if hit else (rate.rate <= before)
-    acc, obs = 3.2, 4.0  # the default prior: 0.8 worth 4 observations
+    acc, obs = 3.6, 4.0  # the default prior: 0.9 worth 4 observations
     for hit in (1, 1, 1, 0):
         acc, obs = acc * 0.9 + hit, obs * 0.9 + 1
     three_then_miss = AcceptanceRate().observe(3, True)

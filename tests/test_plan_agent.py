@@ -67,7 +67,8 @@ def test_pipeline_completes_a_multi_step_request_on_the_embedded_model(
 
 def test_pipeline_runs_on_any_langchain_chat_model(weather_hub: MCPHub) -> None:
     plan = (
-        '1. current_weather(city="Stockholm")\n2. distance(from_city="Stockholm", to_city="Rome")\n3. join()'
+        '1. current_weather(city="Stockholm")\n'
+        '2. distance(from_city="Stockholm", to_city="Rome")\n3. join()'
     )
     replies = iter(
         [
