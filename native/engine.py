@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Concatenate, ParamSpec, TypeVar
 
 import llama_cpp
 import numpy as np
@@ -32,6 +34,9 @@ from toolweave.errors import (
 
 __all__ = ["BatchToken", "Engine", "EngineCounters"]
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
 _backend_lock = threading.Lock()
 _backend_ready = False
 
@@ -42,6 +47,19 @@ def _init_backend() -> None:
         if not _backend_ready:
             llama_cpp.llama_backend_init()
             _backend_ready = True
+
+
+def _locked(
+    method: Callable[Concatenate[Engine, _P], _R],
+) -> Callable[Concatenate[Engine, _P], _R]:
+    """Run under the engine's lock, so `release()` never frees the context mid-call."""
+
+    @functools.wraps(method)
+    def call(self: Engine, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with self.lock:
+            return method(self, *args, **kwargs)
+
+    return call
 
 
 @dataclass(frozen=True)
@@ -94,6 +112,8 @@ class Engine:
             raise EngineError("n_seq_max >= 1, n_ctx >= 16 and n_batch >= 1 are required")
         _llama_logger.set_verbose(verbose)
         _init_backend()
+        # A re-entrant lock: higher layers serialise whole requests, the engine serialises calls.
+        self.lock = threading.RLock()
         self.model_path = path
         self._model: llama_cpp.llama_model_p | None = None
         self._ctx: llama_cpp.llama_context_p | None = None
@@ -131,8 +151,6 @@ class Engine:
         # prefills (`toolweave.native.prompt_cache`); every sequence operation below keeps
         # them truthful, so separate callers sharing a sequence reuse each other's prefix.
         self.seq_tokens: dict[int, list[int]] = {}
-        # A re-entrant lock: higher layers serialise whole requests, the engine serialises calls.
-        self.lock = threading.RLock()
 
     # ------------------------------------------------------------------ lifecycle
     def _open_context(self) -> None:
@@ -310,6 +328,7 @@ class Engine:
         if not 0 <= seq < self.n_seq_max:
             raise SequenceError(f"sequence id {seq} out of range 0..{self.n_seq_max - 1}")
 
+    @_locked
     def seq_pos_max(self, seq: int) -> int:
         """Largest position held by `seq`, -1 when empty."""
         self._check_seq(seq)
@@ -319,6 +338,7 @@ class Engine:
     def seq_len(self, seq: int) -> int:
         return self.seq_pos_max(seq) + 1
 
+    @_locked
     def seq_copy(self, src: int, dst: int, p0: int = -1, p1: int = -1) -> None:
         """Share the cells of `src` in [p0, p1) with `dst` (no copy of data, no re-prefill)."""
         self._check_seq(src)
@@ -328,6 +348,7 @@ class Engine:
         if mem is not None:
             llama_cpp.llama_memory_seq_cp(mem, src, dst, p0, p1)
 
+    @_locked
     def seq_remove(self, seq: int, p0: int = 0, p1: int = -1) -> None:
         """Drop positions [p0, p1) of `seq` (p1 < 0: to the end)."""
         self._check_seq(seq)
@@ -341,6 +362,7 @@ class Engine:
         if mem is not None and not llama_cpp.llama_memory_seq_rm(mem, seq, p0, p1):
             raise SequenceError(f"cannot remove positions [{p0}, {p1}) of sequence {seq}")
 
+    @_locked
     def seq_keep(self, seq: int) -> None:
         self._check_seq(seq)
         self.seq_tokens = {s: t for s, t in self.seq_tokens.items() if s == seq}
@@ -348,6 +370,7 @@ class Engine:
         if mem is not None:
             llama_cpp.llama_memory_seq_keep(mem, seq)
 
+    @_locked
     def clear(self) -> None:
         self.seq_tokens.clear()
         mem = self._memory()
@@ -355,6 +378,7 @@ class Engine:
             llama_cpp.llama_memory_clear(mem, True)
 
     # ------------------------------------------------------------------ forward passes
+    @_locked
     def forward(self, items: Sequence[BatchToken]) -> NDArray[np.float32]:
         """Run one llama_decode over `items`; return logits rows for items with `logits`.
 
@@ -435,6 +459,7 @@ class Engine:
         return last
 
     # ------------------------------------------------------------------ states
+    @_locked
     def state_get(self, seq: int) -> bytes:
         """The KV state of one sequence as bytes."""
         self._check_seq(seq)
@@ -445,6 +470,7 @@ class Engine:
             raise EngineError(f"could not read the state of sequence {seq}")
         return ctypes.string_at(buf, n)
 
+    @_locked
     def state_set(self, seq: int, data: bytes) -> None:
         """Replace the KV state of `seq` with `data` (from `state_get`)."""
         self._check_seq(seq)
@@ -453,6 +479,7 @@ class Engine:
         if llama_cpp.llama_state_seq_set_data(self.ctx, buf, len(data), seq) == 0:
             raise EngineError(f"could not restore a state of {len(data)} bytes into sequence {seq}")
 
+    @_locked
     def state_save_file(self, seq: int, path: str | os.PathLike[str], tokens: Sequence[int]) -> int:
         """Write the state of `seq` and its tokens to `path`; returns bytes written."""
         self._check_seq(seq)
@@ -464,6 +491,7 @@ class Engine:
             raise EngineError(f"could not save the state of sequence {seq} to {path}")
         return int(n)
 
+    @_locked
     def state_load_file(self, seq: int, path: str | os.PathLike[str]) -> list[int]:
         """Load a state written by `state_save_file` into `seq`; returns its tokens."""
         self._check_seq(seq)
