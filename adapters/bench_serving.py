@@ -15,9 +15,12 @@ runs, interleaved in one process (order rotated per step), in
 Each step prefills the prompt and decodes `--decode` tokens greedily. Reported: new
 prompt tokens per step against the ideal prefix cache (the longest common prefix with
 any earlier request), latency per step (geometric means, speedups as their ratios),
-memory and disk held by each cache, agreement of outputs with ``no_reuse``; then a
-restart (a new engine and store over the same directory) and idle release (resident
-memory released vs loaded, and the first request's extra latency after a release).
+memory and disk held by each cache, agreement of outputs with ``no_reuse``. Then, on
+requests the agents send next (never seen before): a restart (a new engine and store
+over the same directory serve `--restart-steps` of them) and idle release (resident
+memory loaded vs released, and the extra latency of the first request after a release
+against the same request served warm). The machine's load average is recorded: the
+latencies mean little when other processes share the CPU.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import datetime as dt
 import gc
 import io
 import json
+import os
 import shutil
 import statistics
 import tempfile
@@ -218,41 +222,59 @@ def _previous_new(tokens: Sequence[list[int]]) -> list[int]:
 
 
 def _idle_probe(
-    tw: _Toolweave, trace: Sequence[TraceStep], prompts: Sequence[list[int]], probes: int
+    tw: _Toolweave,
+    trace: Sequence[TraceStep],
+    prompts: Sequence[list[int]],
+    probes: Sequence[int],
+    repeats: int = 3,
 ) -> dict[str, Any]:
-    """A request sent warm, then again right after an idle release (same store contents).
+    """Unseen requests served warm and right after an idle release, on the same store.
 
-    For each of the last `probes` requests j with an earlier request i of the same agent:
-    i, j (untimed, settles the store), i, j (warm), i, release, j (after release).
+    For each probe j (never sent before) and the same agent's previous request i, `repeats`
+    times: i, j (warm), i, release, j (after release); the states each j run creates are
+    discarded, so j stays unseen. Medians per probe.
     """
     releaser = IdleReleaser(tw.engine, idle_s=0.0, store=tw.store)
+
+    def fresh(prompt: list[int], session: str) -> StepRun:
+        before = {c.key for c in tw.store.checkpoints()}
+        run = tw.step(prompt, session)
+        for c in tw.store.checkpoints():
+            if c.key not in before:
+                tw.store.discard(c.key)
+        return run
+
     rows: list[dict[str, Any]] = []
-    for j in range(len(trace) - 1, 0, -1):
-        if len(rows) == probes:
-            break
+    for j in probes:
         earlier = [i for i in range(j) if trace[i].session == trace[j].session]
         if not earlier:
             continue
         i, session = earlier[-1], trace[j].session
-        for _ in range(2):
+        warm: list[StepRun] = []
+        cold: list[StepRun] = []
+        records = []
+        for _ in range(repeats):
             tw.step(prompts[i], session)
-            warm = tw.step(prompts[j], session)
-        tw.step(prompts[i], session)
-        record = releaser.release_now()
-        cold = tw.step(prompts[j], session)
+            warm.append(fresh(prompts[j], session))
+            tw.step(prompts[i], session)
+            records.append(releaser.release_now())
+            cold.append(fresh(prompts[j], session))
+        warm_ms = statistics.median(r.ms for r in warm)
+        cold_ms = statistics.median(r.ms for r in cold)
         rows.append(
             {
                 "step": j,
-                "warm_ms": warm.ms,
-                "after_release_ms": cold.ms,
-                "penalty_ms": cold.ms - warm.ms,
-                "new_tokens_warm": warm.new_tokens,
-                "new_tokens_after_release": cold.new_tokens,
-                "same_output": cold.text == warm.text,
-                "rss_loaded_mb": record.rss_before / _MB,
-                "rss_released_mb": record.rss_after / _MB,
-                "save_ms": record.save_ms,
-                "release_ms": record.release_ms,
+                "warm_ms": warm_ms,
+                "after_release_ms": cold_ms,
+                "penalty_ms": cold_ms - warm_ms,
+                "penalty_vs_step": (cold_ms - warm_ms) / warm_ms,
+                "new_tokens_warm": warm[0].new_tokens,
+                "new_tokens_after_release": cold[0].new_tokens,
+                "same_output": all(c.text == warm[0].text for c in warm + cold),
+                "rss_loaded_mb": statistics.median(r.rss_before for r in records) / _MB,
+                "rss_released_mb": statistics.median(r.rss_after for r in records) / _MB,
+                "save_ms": statistics.median(r.save_ms for r in records),
+                "release_ms": statistics.median(r.release_ms for r in records),
             }
         )
     if not rows:
@@ -263,6 +285,7 @@ def _idle_probe(
         "rss_released_mb": statistics.median(r["rss_released_mb"] for r in rows),
         "warm_ms": statistics.median(r["warm_ms"] for r in rows),
         "penalty_ms": statistics.median(r["penalty_ms"] for r in rows),
+        "penalty_vs_step": statistics.median(r["penalty_vs_step"] for r in rows),
         "same_output": all(r["same_output"] for r in rows),
     }
 
@@ -331,20 +354,23 @@ def _plot(report: dict[str, Any], path: Path) -> None:
     per = report["per_step"]
     xs = range(len(per["ideal_new_tokens"]))
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(9, 7), sharex=True)
-    ax1.plot(xs, per["ideal_new_tokens"], "k--", label="ideal prefix cache")
     for name in CONFIGS:
         ax1.plot(xs, per[name]["new_tokens"], marker=".", label=name)
         ax2.plot(xs, per[name]["ms"], marker=".", label=name)
+    ax1.plot(xs, per["ideal_new_tokens"], "k:", linewidth=2, label="ideal prefix cache")
     ax1.set_ylabel("new prompt tokens")
     ax2.set_ylabel("step latency (ms)")
     ax2.set_yscale("log")
     ax2.set_xlabel("request")
     ax1.legend(fontsize=8)
     s = report["summary"]
-    ax1.set_title(
-        f"{report['model']}: {len(xs)} agent requests, "
-        + ", ".join(f"{n} x{s[n]['speedup_vs_no_reuse']:.2f}" for n in CONFIGS[1:])
+    ax1.set_title(f"{report['model']}: {len(xs)} agent requests", fontsize=10)
+    ax2.set_title(
+        "speedup vs no_reuse (geomean): "
+        + ", ".join(f"{n} x{s[n]['speedup_vs_no_reuse']:.2f}" for n in CONFIGS[1:]),
+        fontsize=9,
     )
+    ax2.xaxis.get_major_locator().set_params(integer=True)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -373,12 +399,13 @@ def bench_serving(
     console = Console(highlight=False, stderr=True)
     path = resolve_model(model)
     cases = load_multi_turn("multi_turn_base")
-    total = steps + restart_steps  # the last ones are served after the restart
+    total = steps + restart_steps + idle_probes  # unseen requests for the two probes
     trace = replay_trace(cases, steps=total, interleave=interleave, window=window)
     root = Path(tempfile.mkdtemp(prefix="toolweave-serving-")) if state_dir is None else state_dir
     root.mkdir(parents=True, exist_ok=True)
     for sub in ("toolweave", "llama_disk"):
         shutil.rmtree(root / sub, ignore_errors=True)
+    load_before = os.getloadavg()
     try:
         report = _run(console, path, trace, root, decode, n_ctx, restart_steps, idle_probes)
     finally:
@@ -393,6 +420,7 @@ def bench_serving(
             "window": window,
             "decode": decode,
             "n_ctx": n_ctx,
+            "load_average": {"before": load_before, "after": os.getloadavg()},
             "sessions": sorted({s.session for s in trace}),
         }
     )
@@ -418,7 +446,8 @@ def _run(
     too_long = [i for i, p in enumerate(all_prompts) if len(p) + decode > n_ctx]
     if too_long:
         raise ToolweaveError(f"{len(too_long)} requests do not fit --n-ctx {n_ctx}; raise it")
-    n_main = len(trace) - restart_steps
+    n_main = len(trace) - restart_steps - idle_probes
+    n_restart = n_main + restart_steps
     prompts, main = all_prompts[:n_main], trace[:n_main]
     configs: list[_Config] = [
         _NoReuse(path, n_ctx, decode),
@@ -464,18 +493,16 @@ def _run(
             n_ctx,
             decode,
             root / "toolweave",
-            trace[n_main:],
-            all_prompts[n_main:],
-            ideal_all[n_main:],
+            trace[n_main:n_restart],
+            all_prompts[n_main:n_restart],
+            ideal_all[n_main:n_restart],
         )
     with console.status("idle release"):
         tw = _Toolweave(path, n_ctx, decode, root / "toolweave")
         try:
-            idle = _idle_probe(tw, main, prompts, idle_probes)
+            idle = _idle_probe(tw, trace, all_prompts, range(n_restart, len(trace)))
         finally:
             tw.close()
-    if idle["probes"]:
-        idle["penalty_vs_step"] = idle["penalty_ms"] / summary["toolweave"]["step_ms_mean"]
     return {
         "model": path.stem,
         "prompt_tokens_mean": statistics.fmean(len(p) for p in prompts),

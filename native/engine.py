@@ -471,13 +471,24 @@ class Engine:
         return ctypes.string_at(buf, n)
 
     @_locked
-    def state_set(self, seq: int, data: bytes) -> None:
-        """Replace the KV state of `seq` with `data` (from `state_get`)."""
+    def state_set(self, seq: int, data: bytes | bytearray | memoryview) -> None:
+        """Replace the KV state of `seq` with `data` (from `state_get`).
+
+        A writable buffer (a bytearray, a copy-on-write mmap of a state file) is read in
+        place; read-only bytes are copied first.
+        """
         self._check_seq(seq)
         self.seq_remove(seq)
-        buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
-        if llama_cpp.llama_state_seq_set_data(self.ctx, buf, len(data), seq) == 0:
-            raise EngineError(f"could not restore a state of {len(data)} bytes into sequence {seq}")
+        view = memoryview(data)
+        n = view.nbytes
+        array_type = ctypes.c_uint8 * n
+        buf = array_type.from_buffer_copy(view) if view.readonly else array_type.from_buffer(view)
+        try:
+            if llama_cpp.llama_state_seq_set_data(self.ctx, buf, n, seq) == 0:
+                raise EngineError(f"could not restore a state of {n} bytes into sequence {seq}")
+        finally:
+            del buf  # release the buffer export before the caller closes its mapping
+            view.release()
 
     @_locked
     def state_save_file(self, seq: int, path: str | os.PathLike[str], tokens: Sequence[int]) -> int:

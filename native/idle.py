@@ -16,6 +16,8 @@ assembled, a long tool call that should keep the engine warm).
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import re
 import threading
 import time
@@ -30,6 +32,15 @@ from toolweave.native.state_store import StateStore
 __all__ = ["IdleReleaser", "ReleaseRecord", "resident_bytes"]
 
 _RSS = re.compile(r"^VmRSS:\s+(\d+)\s+kB", re.MULTILINE)
+
+
+def _trim_heap() -> None:
+    """Hand freed heap pages back to the OS (glibc keeps them otherwise); best effort."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def resident_bytes() -> int:
@@ -153,6 +164,7 @@ class IdleReleaser:
                 self.store.release_memory()
         t1 = time.perf_counter()
         self.engine.release()
+        _trim_heap()  # the spilled states were freed into the heap, not to the OS
         t2 = time.perf_counter()
         record = ReleaseRecord(
             at=time.time(),

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import mmap
 import os
 import struct
 import threading
@@ -492,17 +493,15 @@ class StateStore:
 
     def _restore(self, engine: Engine, seq: int, entry: _Entry) -> None:
         t0 = time.perf_counter()
-        data = entry.data
-        from_disk = data is None
-        if data is None:
-            if entry.path is None:
-                raise ValueError(f"state {entry.key} has neither memory nor file")
-            header, data = _read_file(entry.path)
-            if header.get("model_id") != entry.model_id:
-                raise ValueError(f"{entry.path} belongs to another model")
-            if self.memory_bytes() + len(data) <= self.max_memory_bytes:
-                entry.data = data
-        engine.state_set(seq, data)
+        from_disk = entry.data is None
+        if entry.data is not None:
+            engine.state_set(seq, entry.data)
+        elif entry.path is not None:
+            # Mapped, not read: llama.cpp copies straight from the page cache.
+            with _mapped_state(entry.path, entry.model_id) as payload:
+                engine.state_set(seq, payload)
+        else:
+            raise ValueError(f"state {entry.key} has neither memory nor file")
         engine.seq_tokens[seq] = [int(t) for t in entry.tokens]
         if self.learn_costs:
             ms = (time.perf_counter() - t0) * 1000
@@ -510,6 +509,15 @@ class StateStore:
         entry.last_used = time.time()
         if entry.path is not None:
             self._submit(_touch, entry.path)
+
+    def discard(self, key: str) -> bool:
+        """Forget the saved state `key` and delete its file; False if unknown."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return False
+            self._drop(entry)
+            return True
 
     # ------------------------------------------------------------------ memory and eviction
     def release_memory(self) -> int:
@@ -655,16 +663,24 @@ def _read_header(path: Path) -> dict[str, Any]:
     return header
 
 
-def _read_file(path: Path) -> tuple[dict[str, Any], bytes]:
-    with path.open("rb") as fh:
-        magic, n = _HEADER.unpack(fh.read(_HEADER.size))
+@contextlib.contextmanager
+def _mapped_state(path: Path, model_id: str) -> Iterator[memoryview]:
+    """The payload of a state file as a writable copy-on-write mapping (no read, no copy)."""
+    with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY) as mm:
+        magic, n = _HEADER.unpack(mm[: _HEADER.size])
         if magic != _MAGIC:
             raise ValueError(f"{path} is not a toolweave state file")
-        header = json.loads(fh.read(n))
-        payload = fh.read()
-    if not isinstance(header, dict) or header.get("n_bytes") != len(payload):
-        raise ValueError(f"{path}: truncated or malformed")
-    return header, payload
+        header = json.loads(mm[_HEADER.size : _HEADER.size + n])
+        start = _HEADER.size + n
+        if not isinstance(header, dict) or header.get("model_id") != model_id:
+            raise ValueError(f"{path} belongs to another model")
+        if header.get("n_bytes") != len(mm) - start:
+            raise ValueError(f"{path}: truncated or malformed")
+        view = memoryview(mm)[start:]
+        try:
+            yield view
+        finally:
+            view.release()
 
 
 def _touch(path: Path) -> None:

@@ -229,7 +229,9 @@ def test_eviction_keeps_the_bound(clean: Engine, tmp_path: Path) -> None:
     assert len(list(tmp_path.glob("*.twstate"))) == 2
     # The newest survive: the last one covers the longest prefix.
     assert max(c.n_tokens for c in kept) == store.last.divergence  # type: ignore[union-attr]
+    assert store.discard(kept[0].key) and not store.discard(kept[0].key)
     store.close()
+    assert len(list(tmp_path.glob("*.twstate"))) == 1
 
 
 def test_checkpoints_of_another_model_are_ignored(clean: Engine, tmp_path: Path) -> None:
