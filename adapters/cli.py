@@ -24,6 +24,7 @@ from rich.markup import escape
 
 from toolweave.adapters.bench_cli import bench_app
 from toolweave.adapters.bench_fastpath import bench_fastpath
+from toolweave.adapters.bench_serving import bench_serving
 from toolweave.adapters.classify_cli import classify
 from toolweave.adapters.run_cli import run
 from toolweave.errors import ConstraintError, ToolweaveError
@@ -48,6 +49,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 bench_app.command("fastpath")(bench_fastpath)
+bench_app.command("serving")(bench_serving)
 app.add_typer(bench_app, name="bench")
 app.command("classify")(classify)
 app.command("run")(run)
