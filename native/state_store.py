@@ -119,7 +119,9 @@ class PrefillRecord:
 
     ``source``: ``"live"`` (the sequence's own cache), ``"memory"`` or ``"disk"`` (a saved
     state), ``"none"`` (nothing reused). ``divergence`` is L, ``covered`` R (tokens saved
-    states covered before this request), ``saved_at`` where a new state was saved.
+    states covered before this request), ``saved_at`` where a new state was saved;
+    ``handover_ms`` the time spent saving the previous session's state first (see
+    `StateStore`).
     """
 
     prompt_tokens: int
@@ -170,7 +172,14 @@ class StateStore:
     `max_memory_bytes` bounds the states kept in memory; beyond it only their files stay
     (without a directory the states themselves are evicted). `consolidate=False` runs the
     last prompt token in a pass of its own, as `prefill_prompt` does, for engines whose
-    batch numerics differ from single-token ones. Thread-safe.
+    batch numerics differ from single-token ones. `history` recent prompts are kept to
+    place the first checkpoint of a session on recurrent models. Thread-safe.
+
+    When a request finds its sequence holding another session's prompt, that prompt's
+    state is saved before being overwritten unless saved states already cover it (the
+    policy's threshold decides): it is what the other session's next request will share
+    most of. This is the earlier request's save, made only when its slot changes hands;
+    each request itself saves at most one state, at its divergence point.
     """
 
     def __init__(
@@ -365,9 +374,11 @@ class StateStore:
             source = "memory" if entry.data is not None else "disk"
             try:
                 self._restore(engine, seq, entry)
-            except (EngineError, OSError, ValueError):
-                # A state the engine refuses (another context layout): forget it, start cold.
-                self._drop(entry)
+            except (EngineError, OSError, ValueError) as exc:
+                # A missing or foreign file is forgotten; a refusal by the engine (a full
+                # context, say) may not last, so that state is kept. Either way: start cold.
+                if not isinstance(exc, EngineError):
+                    self._drop(entry)
                 engine.seq_remove(seq)
                 engine.seq_tokens[seq] = []
                 return 0, "none", (time.perf_counter() - t0) * 1000

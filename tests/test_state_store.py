@@ -247,6 +247,7 @@ def test_checkpoints_of_another_model_are_ignored(clean: Engine, tmp_path: Path)
     head = json.dumps(header).encode()
     path.write_bytes(struct.pack("<8sI", magic, len(head)) + head + raw[12 + n :])
 
+    (tmp_path / "garbage.twstate").write_bytes(b"not a state file")
     eng.clear()
     other = StateStore(tmp_path)
     assert other.checkpoints(eng) == []
