@@ -82,12 +82,15 @@ class _Config(Protocol):
 
 
 def _decode(engine: Engine, seq: int, logits: np.ndarray, pos: int, n: int) -> list[int]:
-    """Greedy decoding of up to `n` tokens (the last one is chosen, not evaluated)."""
+    """Greedy decoding of up to `n` tokens, stopping before an end-of-generation token
+    (as `Llama.create_completion` does); the last one is chosen, not evaluated."""
     out: list[int] = []
     for i in range(n):
         tok = int(np.argmax(logits))
+        if engine.is_eog(tok):
+            break
         out.append(tok)
-        if engine.is_eog(tok) or i == n - 1:
+        if i == n - 1:
             break
         logits = engine.forward([BatchToken(tok, pos + i, (seq,), True)])[0]
     return out
@@ -182,8 +185,10 @@ class _LlamaCached:
         ms = (time.perf_counter() - t0) * 1000
         choice = out["choices"][0]  # type: ignore[index]
         generated = int(out["usage"]["completion_tokens"])  # type: ignore[index]
-        # Each generated token but the last is evaluated after the prompt.
-        new = self._evaluated() - before - max(0, generated - 1)
+        # Each generated token is evaluated after the prompt, except the last one when the
+        # length limit (not an end token) stopped generation.
+        decoded = generated - 1 if choice["finish_reason"] == "length" else generated
+        new = self._evaluated() - before - max(0, decoded)
         return StepRun(max(0, new), ms, str(choice["text"]))
 
     def memory_bytes(self) -> int:
