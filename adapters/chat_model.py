@@ -109,6 +109,11 @@ class ChatToolweave(BaseChatModel):
     auto_calls: Literal["model", "user_turn"] = "model"
     call_format: str | None = None
     stop: list[str] | None = None
+    #: Reuse the KV state of the longest prompt prefix already processed. Faster, but the
+    #: logits then depend slightly on how earlier prompts were split into prefill passes,
+    #: so greedy output can differ from a cold start on near-ties; False prefills every
+    #: prompt from scratch (same request, same answer, whatever ran before).
+    reuse_prompt_cache: bool = True
     #: Called as observer(kind, data) for each decoding phase (live displays, traces).
     observer: Callable[[str, Mapping[str, Any]], None] | None = Field(default=None, exclude=True)
 
@@ -269,6 +274,8 @@ class ChatToolweave(BaseChatModel):
         max_calls = 1 if kwargs.get("parallel_tool_calls") is False else self.max_calls
         stop = [*(self.stop or ()), *(kwargs.get("stop") or ())]
         with eng.lock:  # the decision and the decoding see the same cache
+            if not self.reuse_prompt_cache:
+                eng.seq_remove(0)
             if plan.kind == "text":
                 prompt = self._render(system, rest)
                 for ev in generate_text(eng, prompt, max_tokens=self.max_tokens, stop=stop):

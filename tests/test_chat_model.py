@@ -180,8 +180,10 @@ def test_structured_output_json_mode_and_include_raw() -> None:
     assert isinstance(out["parsed"], dict) and out["parsing_error"] is None
 
 
+# Cold prompts: with prompt-cache reuse, logits depend slightly on which prompt ran
+# before (prefill pass boundaries), so order-independent answers need a cold start.
 def test_threads_share_one_engine_safely() -> None:
-    model = ChatToolweave().bind_tools([get_weather], tool_choice="any")
+    model = ChatToolweave(reuse_prompt_cache=False).bind_tools([get_weather], tool_choice="any")
     serial = [model.invoke(q).tool_calls[0]["args"] for q in QUERIES]
     with ThreadPoolExecutor(3) as pool:
         parallel = [m.tool_calls[0]["args"] for m in pool.map(model.invoke, QUERIES)]
@@ -190,7 +192,7 @@ def test_threads_share_one_engine_safely() -> None:
 
 @pytest.mark.anyio
 async def test_async_never_blocks_the_event_loop_and_concurrent_calls_are_exact() -> None:
-    model = ChatToolweave().bind_tools([get_weather], tool_choice="any")
+    model = ChatToolweave(reuse_prompt_cache=False).bind_tools([get_weather], tool_choice="any")
     serial = [model.invoke(q).tool_calls[0]["args"] for q in QUERIES]
     ticks = 0
     done = asyncio.Event()
