@@ -1,8 +1,8 @@
 """LangChain's standard chat-model test suites, run on the embedded SmolLM2-135M.
 
-The unit suite runs in full. The integration suite runs against the real model; the
-tests below that need a capability a 135M model does not have are skipped by name,
-each with the reason, so a stronger model (`--model`) can be tried without them.
+Both suites run in full against the real model. The only skips are the suites' own:
+modalities a text-only model does not take (images, audio, PDF, Anthropic blocks),
+per-call model overrides, serialisation and recorded (VCR) benchmarks.
 """
 
 from __future__ import annotations
@@ -26,16 +26,6 @@ pytestmark = [
     pytest.mark.asyncio,
     pytest.mark.filterwarnings("ignore:The test <Function:pytest.PytestWarning"),
 ]
-
-#: Integration tests skipped on SmolLM2-135M, with the reason.
-TOO_HARD_FOR_135M = {
-    "test_structured_few_shot_examples": "needs the model to copy few-shot JSON answers "
-    "faithfully; 135M fills the schema with unrelated values",
-    "test_tool_message_histories_string_content": "asserts nothing beyond a reply, but "
-    "the fixture's tool schema needs nested arrays the 135M model loops on until max_tokens",
-    "test_agent_loop": "needs the model to answer in text after the tool result without "
-    "calling again; checked on our own agent test instead (test_chat_agent.py)",
-}
 
 
 class TestChatToolweaveUnit(ChatModelUnitTests):
@@ -72,9 +62,3 @@ class TestChatToolweaveIntegration(ChatModelIntegrationTests):
     @property
     def supports_json_mode(self) -> bool:
         return True
-
-    @pytest.fixture(autouse=True)
-    def _skip_too_hard(self, request: pytest.FixtureRequest) -> None:
-        name = request.node.originalname
-        if name in TOO_HARD_FOR_135M:
-            pytest.skip(f"SmolLM2-135M: {TOO_HARD_FOR_135M[name]}")
