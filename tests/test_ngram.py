@@ -108,7 +108,9 @@ def test_draft_length_is_zero_when_passes_cost_as_much_as_serial_steps(
     assert draft_length(lambda n: n * SERIAL, a, max_len=max_len) == 0
 
 
-@given(st.floats(min_value=0.01, max_value=1.0), st.integers(min_value=1, max_value=8))
+# From 0.1: below it a**8 vanishes next to 1 in floating point, so the last draft
+# token's gain is not representable and k=max_len-1 ties (plain wins ties).
+@given(st.floats(min_value=0.1, max_value=1.0), st.integers(min_value=1, max_value=8))
 def test_draft_length_is_positive_when_passes_are_cheap(a: float, max_len: int) -> None:
     k = draft_length(lambda n: SERIAL, a, max_len=max_len)  # a flat cost: any hit is free
     assert k == max_len
