@@ -103,7 +103,7 @@ def run(
             )
             tools = [to_langchain(t) for t in hub.tools]
             if agent == "plan":
-                examples = [] if server else _demo_examples()
+                examples = [] if server else _nearest_examples(_demo_examples(), request)
                 answer, summary = _run_plan(hub, request, model, max_tokens, examples, trace)
                 messages: list[BaseMessage] = []
             else:
@@ -168,6 +168,22 @@ def _demo_examples() -> list[tuple[str, str]]:
     from toolweave.demo_servers import plan_examples
 
     return plan_examples()
+
+
+def _nearest_examples(
+    examples: Sequence[tuple[str, str]], request: str, k: int = 2
+) -> list[tuple[str, str]]:
+    """The `k` examples whose requests are most like `request` (ToolRAG's embedder),
+    the most similar last: a tiny Planner copies the example nearest the query."""
+    from toolweave.toolrag import default_embedder
+
+    if len(examples) <= k:
+        return list(examples)
+    queries = [q for q, _ in examples]
+    embedder = default_embedder([*queries, request])
+    scores = embedder.embed(queries) @ embedder.embed([request])[0]
+    best = sorted(range(len(examples)), key=lambda i: -float(scores[i]))[:k]
+    return [examples[i] for i in reversed(best)]
 
 
 def _run_plan(
