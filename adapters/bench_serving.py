@@ -25,10 +25,8 @@ latencies mean little when other processes share the CPU.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import gc
-import io
 import json
 import os
 import shutil
@@ -36,11 +34,10 @@ import statistics
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any, Protocol
 
-import llama_cpp
 import numpy as np
 import typer
 from rich.console import Console
@@ -53,6 +50,7 @@ from toolweave.modebench import geomean
 from toolweave.models import MODELS, resolve_model
 from toolweave.native.engine import BatchToken, Engine
 from toolweave.native.idle import IdleReleaser, resident_bytes
+from toolweave.native.llama_cpp_cache import LlamaCppCached, StepRun
 from toolweave.native.prompt_cache import prefill_prompt
 from toolweave.native.state_store import StateStore
 from toolweave.serving_trace import TraceStep, render_trace, replay_trace
@@ -61,15 +59,6 @@ __all__ = ["CONFIGS", "bench_serving"]
 
 CONFIGS = ("no_reuse", "llama_cpp_ram", "llama_cpp_disk", "toolweave")
 _MB = 1 << 20
-
-
-@dataclass(frozen=True)
-class StepRun:
-    """One request in one configuration."""
-
-    new_tokens: int
-    ms: float
-    text: str
 
 
 class _Config(Protocol):
@@ -152,61 +141,6 @@ class _Toolweave:
     def close(self) -> None:
         self.store.close()
         self.engine.close()
-
-
-class _LlamaCached:
-    """llama-cpp-python's `Llama` with one of its prompt caches."""
-
-    def __init__(
-        self, name: str, path: Path, n_ctx: int, decode: int, directory: Path | None
-    ) -> None:
-        self.name = name
-        self.llm = llama_cpp.Llama(str(path), n_ctx=n_ctx, n_batch=512, verbose=False)
-        self.directory = directory
-        self.cache: llama_cpp.BaseLlamaCache
-        if directory is None:
-            self.cache = llama_cpp.LlamaRAMCache()
-        else:
-            self.cache = llama_cpp.LlamaDiskCache(cache_dir=str(directory))
-        self.llm.set_cache(self.cache)
-        self.decode = decode
-
-    def _evaluated(self) -> int:
-        perf = llama_cpp.llama_perf_context(self.llm._ctx.ctx)
-        return int(perf.n_p_eval) + int(perf.n_eval)
-
-    def step(self, prompt: list[int], session: str) -> StepRun:
-        before = self._evaluated()
-        t0 = time.perf_counter()
-        with contextlib.redirect_stderr(io.StringIO()):  # LlamaDiskCache prints every store
-            out = self.llm.create_completion(
-                prompt=prompt, max_tokens=self.decode, temperature=0.0, top_k=1
-            )
-        ms = (time.perf_counter() - t0) * 1000
-        choice = out["choices"][0]  # type: ignore[index]
-        generated = int(out["usage"]["completion_tokens"])  # type: ignore[index]
-        # Each generated token is evaluated after the prompt, except the last one when the
-        # length limit (not an end token) stopped generation.
-        decoded = generated - 1 if choice["finish_reason"] == "length" else generated
-        new = self._evaluated() - before - max(0, decoded)
-        return StepRun(max(0, new), ms, str(choice["text"]))
-
-    def memory_bytes(self) -> int:
-        if isinstance(self.cache, llama_cpp.LlamaRAMCache):
-            # `cache_size` counts the llama.cpp states only; each entry also copies scores.
-            return sum(
-                s.llama_state_size + s.scores.nbytes + s.input_ids.nbytes
-                for s in self.cache.cache_state.values()
-            )
-        return 0
-
-    def disk_bytes(self) -> int:
-        if self.directory is None:
-            return 0
-        return sum(f.stat().st_size for f in self.directory.rglob("*") if f.is_file())
-
-    def close(self) -> None:
-        self.llm.close()
 
 
 def _ideal_new(tokens: Sequence[list[int]]) -> list[int]:
@@ -456,8 +390,8 @@ def _run(
     prompts, main = all_prompts[:n_main], trace[:n_main]
     configs: list[_Config] = [
         _NoReuse(path, n_ctx, decode),
-        _LlamaCached("llama_cpp_ram", path, n_ctx, decode, None),
-        _LlamaCached("llama_cpp_disk", path, n_ctx, decode, root / "llama_disk"),
+        LlamaCppCached("llama_cpp_ram", path, n_ctx, decode, None),
+        LlamaCppCached("llama_cpp_disk", path, n_ctx, decode, root / "llama_disk"),
         tw,
     ]
     warm = tw.engine.tokenize("Warm-up: the quick brown fox jumps over the lazy dog.")

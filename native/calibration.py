@@ -23,6 +23,7 @@ import itertools
 import statistics
 import tempfile
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from functools import partial
@@ -38,6 +39,7 @@ __all__ = [
     "QUICK_CONTEXT_TOKENS",
     "STATE_TOKENS",
     "CostTable",
+    "engine_costs",
     "measure_costs",
     "scratch_sequences",
 ]
@@ -414,3 +416,18 @@ class _Run:
             "state_save_ms": _median_ms(save_ms),
             "state_load_ms": _median_ms(load_ms),
         }
+
+
+_ENGINE_COSTS: weakref.WeakKeyDictionary[Engine, CostTable] = weakref.WeakKeyDictionary()
+
+
+def engine_costs(engine: Engine) -> CostTable:
+    """The engine's quick cost table, measured once per engine on first use and shared by
+    every decoder on it. The measurement borrows the scratch sequences, which must be
+    empty; pass a table explicitly when decoding in those sequences."""
+    with engine.lock:
+        table = _ENGINE_COSTS.get(engine)
+        if table is None:
+            table = measure_costs(engine, quick=True)
+            _ENGINE_COSTS[engine] = table
+        return table

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import time
-import weakref
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from toolweave.callgrammar import call_grammar, value_grammar
 from toolweave.errors import CallFormatError, ConstraintError, ToolSpecError
 from toolweave.formats import CallFormat, format_for_chat_template, get_format
-from toolweave.native.calibration import CostTable, measure_costs
+from toolweave.native.calibration import CostTable, engine_costs
 from toolweave.native.constraints import TokenMatcher, vocabulary_for
 from toolweave.native.decoder import ResponseDecoder
 from toolweave.native.engine import Engine
@@ -39,9 +38,6 @@ def _always_batch(k: int) -> bool:
 def _always_parallel(spec: ToolSpec, n: int) -> bool:
     return n > 1
 
-
-#: One cost table per engine, shared by every caller on it.
-_ENGINE_COSTS: weakref.WeakKeyDictionary[Engine, CostTable] = weakref.WeakKeyDictionary()
 
 #: Tokens per argument value assumed before any value was seen (BFCL-like calls).
 TYPICAL_VALUE_TOKENS = 6.0
@@ -215,12 +211,7 @@ class ToolCaller:
     def costs(self) -> CostTable:
         """The engine cost table (measured once per engine, quickly, on first use)."""
         if self._costs is None:
-            with self.engine.lock:
-                table = _ENGINE_COSTS.get(self.engine)
-                if table is None:
-                    table = measure_costs(self.engine, quick=True)
-                    _ENGINE_COSTS[self.engine] = table
-            self._costs = table
+            self._costs = engine_costs(self.engine)
         return self._costs
 
     def _value_grammar(self, spec: ToolSpec, key: str, suffix: Sequence[str]) -> str:

@@ -21,21 +21,18 @@ from __future__ import annotations
 
 import codecs
 import time
-import weakref
 from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from toolweave.native.calibration import CostTable, measure_costs
+from toolweave.native.calibration import CostTable, engine_costs
 from toolweave.native.engine import BatchToken, Engine
 from toolweave.native.prompt_cache import prefill_prompt
-from toolweave.native.textgen import _stop_at  # one stop rule for both decoders
+from toolweave.native.textgen import _stop_at, text_done  # one stop rule, one result
 from toolweave.ngram import AcceptanceRate, NgramTable, draft_length
-from toolweave.results import CallEvent, CallResult, CallStats
+from toolweave.results import CallEvent
 
-__all__ = ["engine_costs", "exspec_table", "generate_with_exspec"]
-
-_COSTS: weakref.WeakKeyDictionary[Engine, CostTable] = weakref.WeakKeyDictionary()
+__all__ = ["engine_costs", "exspec_table", "generate_with_exspec"]  # engine_costs: re-export
 
 
 def exspec_table(
@@ -45,20 +42,6 @@ def exspec_table(
     query wins ties)."""
     streams = [engine.tokenize(text) for text in [*example_texts, query]]
     return NgramTable.build(streams, n=n)
-
-
-def engine_costs(engine: Engine) -> CostTable:
-    """The engine's quick cost table, measured once per engine on first use.
-
-    The measurement borrows the highest sequence ids (`calibration.scratch_sequences`);
-    they must be empty, so pass `costs` explicitly when decoding in those sequences.
-    """
-    with engine.lock:
-        table = _COSTS.get(engine)
-        if table is None:
-            table = measure_costs(engine, quick=True)
-            _COSTS[engine] = table
-        return table
 
 
 def generate_with_exspec(
@@ -147,24 +130,10 @@ def generate_with_exspec(
         passes = engine.counters.forward_passes - passes0
     if reason != "stop" or not stop:
         text += utf8.decode(b"", final=True)
-    stats = CallStats(
-        forward_passes=passes,
-        decode_passes=passes - 1 - prefill_passes,
-        prefill_tokens=len(prompt),
-        decoded_tokens=len(tokens),
-        output_tokens=len(tokens),
-        prompt_tokens=len(prompt),
-        prompt_ms=pre.prompt_ms,
-        time_to_tool_ms=None,
-        total_ms=total_ms,
-        phases_ms={"first_token": t_first} if t_first is not None else {},
-        drafted_tokens=drafted,
-        accepted_tokens=accepted,
-    )
-    result = CallResult(
-        mode=mode, calls=(), text=text, tokens=tuple(tokens), stats=stats, finish_reason=reason
-    )
-    yield CallEvent("done", total_ms, result=result)
+    yield text_done(
+        pre, prompt, tokens, text, reason, passes, prefill_passes, total_ms, t_first, mode,
+        drafted=drafted, accepted=accepted,
+    )  # fmt: skip
 
 
 def _verify(engine: Engine, seq: int, pos: int, pending: int, draft: list[int]) -> list[int]:

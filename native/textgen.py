@@ -16,7 +16,7 @@ import numpy as np
 
 from toolweave.native.constraints import TokenMatcher, vocabulary_for
 from toolweave.native.engine import BatchToken, Engine
-from toolweave.native.prompt_cache import prefill_prompt
+from toolweave.native.prompt_cache import PromptPrefill, prefill_prompt
 from toolweave.results import CallEvent, CallResult, CallStats
 
 __all__ = ["first_token", "generate_text"]
@@ -92,6 +92,27 @@ def generate_text(
         passes = engine.counters.forward_passes - passes0
     if reason != "stop" or not stop:
         text += utf8.decode(b"", final=True)
+    yield text_done(
+        pre, prompt, tokens, text, reason, passes, prefill_passes, total_ms, t_first, mode
+    )
+
+
+def text_done(
+    pre: PromptPrefill,
+    prompt: Sequence[int],
+    tokens: Sequence[int],
+    text: str,
+    reason: str,
+    passes: int,
+    prefill_passes: int,
+    total_ms: float,
+    t_first: float | None,
+    mode: str,
+    *,
+    drafted: int = 0,
+    accepted: int = 0,
+) -> CallEvent:
+    """The 'done' event of a text decoder, with its stats (shared by ExSpec)."""
     stats = CallStats(
         forward_passes=passes,
         decode_passes=passes - 1 - prefill_passes,
@@ -104,11 +125,13 @@ def generate_text(
         time_to_tool_ms=None,
         total_ms=total_ms,
         phases_ms={"first_token": t_first} if t_first is not None else {},
+        drafted_tokens=drafted,
+        accepted_tokens=accepted,
     )
     result = CallResult(
         mode=mode, calls=(), text=text, tokens=tuple(tokens), stats=stats, finish_reason=reason
     )
-    yield CallEvent("done", total_ms, result=result)
+    return CallEvent("done", total_ms, result=result)
 
 
 def _stop_at(text: str, stop: Sequence[str]) -> int | None:
