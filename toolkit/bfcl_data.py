@@ -3,8 +3,10 @@
 The files are kept in a cache directory filled from the ``bfcl-eval`` wheel.
 The data files ship inside the wheel; installing the package would pull in a large
 dependency tree, so the wheel is downloaded with ``pip download --no-deps`` and only
-``bfcl_eval/data/**`` is extracted. The cache directory is filled atomically (extract
-to a temporary directory, then rename), so a directory that exists is complete.
+``bfcl_eval/data/**`` is extracted (`unpack_wheel_dir` does the same for other parts
+of the wheel, such as the multi-turn tool code). The cache directory is filled
+atomically (extract to a temporary directory, then rename), so a directory that exists
+is complete.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
@@ -33,6 +35,7 @@ __all__ = [
     "read_category",
     "read_json_lines",
     "turn_messages",
+    "unpack_wheel_dir",
 ]
 
 BFCL_VERSION = "2026.3.23"
@@ -61,24 +64,40 @@ def bfcl_data_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path:
         cache_dir = os.environ.get(_ENV_VAR) or (
             Path.home() / ".cache" / "toolweave" / f"bfcl-{BFCL_VERSION}"
         )
-    target = Path(cache_dir).expanduser()
-    if _is_complete(target):
+    return unpack_wheel_dir(
+        Path(cache_dir).expanduser(), _DATA_PREFIX, _MARKERS, what="the BFCL data", hint=_HINT
+    )
+
+
+def unpack_wheel_dir(
+    target: Path, prefix: str, markers: Sequence[str], *, what: str, hint: str
+) -> Path:
+    """Return ``target`` holding the files of the ``bfcl-eval`` wheel under ``prefix``.
+
+    A ``target`` holding every name in ``markers`` is complete and returned as is;
+    otherwise the wheel is downloaded and ``prefix`` is extracted into a temporary
+    directory that is then renamed to ``target``. ``what`` names the files and ``hint``
+    the way out in `DatasetError` messages.
+    """
+    if _is_complete(target, markers):
         return target
     if target.exists() and any(target.iterdir()):
         raise DatasetError(
-            f"{target} exists but does not hold the BFCL data (no {', '.join(_MARKERS)}); "
+            f"{target} exists but does not hold {what} (no {', '.join(markers)}); "
             f"delete it to download again"
         )
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".bfcl-", dir=target.parent) as tmp:
-        wheel = _download_wheel(Path(tmp))
-        staged = Path(tmp) / "data"
-        _extract_data(wheel, staged)
+        wheel = _download_wheel(Path(tmp), hint)
+        staged = Path(tmp) / "unpacked"
+        _extract_tree(wheel, prefix, staged)
+        if not _is_complete(staged, markers):
+            raise DatasetError(f"{wheel.name} does not hold the expected {prefix} files")
         try:
             os.replace(staged, target)  # works onto a missing or empty directory
         except OSError:
-            if not _is_complete(target):  # another process may have won the race
-                raise DatasetError(f"cannot move the BFCL data into {target}") from None
+            if not _is_complete(target, markers):  # another process may have won the race
+                raise DatasetError(f"cannot move {what} into {target}") from None
     return target
 
 
@@ -158,11 +177,11 @@ def turn_messages(turn: Any) -> tuple[Message, ...]:
     return tuple(messages)
 
 
-def _is_complete(directory: Path) -> bool:
-    return all((directory / name).exists() for name in _MARKERS)
+def _is_complete(directory: Path, markers: Sequence[str]) -> bool:
+    return all((directory / name).exists() for name in markers)
 
 
-def _download_wheel(into: Path) -> Path:
+def _download_wheel(into: Path, hint: str) -> Path:
     command = [
         sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
         "--disable-pip-version-check", "--retries", "2", "--timeout", "30",
@@ -174,26 +193,26 @@ def _download_wheel(into: Path) -> Path:
         )
     except subprocess.TimeoutExpired:
         raise DatasetError(
-            f"downloading bfcl-eval=={BFCL_VERSION} took more than {_DOWNLOAD_TIMEOUT_S} s; {_HINT}"
+            f"downloading bfcl-eval=={BFCL_VERSION} took more than {_DOWNLOAD_TIMEOUT_S} s; {hint}"
         ) from None
     wheels = sorted(into.glob("bfcl_eval-*.whl"))
     if done.returncode != 0 or not wheels:
         tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:])
         raise DatasetError(
             f"pip download of bfcl-eval=={BFCL_VERSION} failed (exit {done.returncode}); "
-            f"{_HINT}\n{tail}"
+            f"{hint}\n{tail}"
         )
     return wheels[0]
 
 
-def _extract_data(wheel: Path, into: Path) -> None:
-    """Extract ``bfcl_eval/data/**`` from ``wheel`` into ``into``, refusing odd paths."""
+def _extract_tree(wheel: Path, prefix: str, into: Path) -> None:
+    """Extract ``prefix**`` from ``wheel`` into ``into`` (prefix removed), refusing odd paths."""
     try:
         with zipfile.ZipFile(wheel) as archive:
             for member in archive.infolist():
-                if member.is_dir() or not member.filename.startswith(_DATA_PREFIX):
+                if member.is_dir() or not member.filename.startswith(prefix):
                     continue
-                relative = PurePosixPath(member.filename[len(_DATA_PREFIX) :])
+                relative = PurePosixPath(member.filename[len(prefix) :])
                 if relative.is_absolute() or ".." in relative.parts:
                     raise DatasetError(f"unsafe path {member.filename!r} in {wheel.name}")
                 destination = into.joinpath(*relative.parts)
@@ -202,5 +221,3 @@ def _extract_data(wheel: Path, into: Path) -> None:
                     shutil.copyfileobj(source, sink)
     except zipfile.BadZipFile as exc:
         raise DatasetError(f"{wheel.name} is not a valid wheel: {exc}") from None
-    if not _is_complete(into):
-        raise DatasetError(f"{wheel.name} does not hold the expected bfcl_eval/data files")
