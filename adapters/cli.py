@@ -22,6 +22,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from toolweave.adapters.bench_all import bench_all
 from toolweave.adapters.bench_cli import bench_app
 from toolweave.adapters.bench_fastpath import bench_fastpath
 from toolweave.adapters.bench_serving import bench_serving
@@ -50,6 +51,7 @@ app = typer.Typer(
 )
 bench_app.command("fastpath")(bench_fastpath)
 bench_app.command("serving")(bench_serving)
+bench_app.command("all")(bench_all)
 app.add_typer(bench_app, name="bench")
 app.command("classify")(classify)
 app.command("run")(run)

@@ -1,0 +1,351 @@
+"""REPORT.md of `toolweave bench all`: per suite what it measures, its figures, its plot.
+
+Figures are read from each suite's JSON (the layouts written by `toolweave bench
+engine`, `fastpath`, `serving` and `pipeline`) and shown as Markdown tables. A JSON that
+is missing or does not have the expected layout is reported in its section, never
+raised: the other suites' sections are still written.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.metadata
+import json
+import os
+import platform
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "Suite",
+    "SuiteOutcome",
+    "machine",
+    "md_table",
+    "now",
+    "render_engine",
+    "render_fastpath",
+    "render_pipeline",
+    "render_serving",
+    "write_report",
+]
+
+Doc = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Suite:
+    """One benchmark suite: its command's size options and a prior of its run time.
+
+    ``estimate_s`` comes from the committed full-size runs in docs/bench, scaled to
+    ``options``, on the 2-core reference machine.
+    """
+
+    name: str
+    title: str
+    about: str
+    options: tuple[str, ...]
+    estimate_s: float
+    render: Callable[[Doc], list[str]]
+
+
+@dataclass(frozen=True)
+class SuiteOutcome:
+    """What became of one suite: ``ok``, ``failed``, ``timeout``, ``missing`` (no such
+    command), ``no results`` or ``bad results`` (its JSON is absent or unreadable)."""
+
+    name: str
+    status: str
+    seconds: float = 0.0
+    command: str = ""
+    message: str = ""
+
+
+# ---------------------------------------------------------------------- Markdown
+def _num(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        size = abs(value)
+        return f"{value:.0f}" if size >= 100 else f"{value:.1f}" if size >= 10 else f"{value:.2f}"
+    return "-" if value is None else str(value).replace("|", "\\|")
+
+
+def md_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """A Markdown table; numbers get 3 significant figures or so."""
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(_num(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _model(doc: Doc) -> str:
+    model = doc.get("model")
+    return str(model.get("name", "?")) if isinstance(model, Mapping) else str(model or "?")
+
+
+# ---------------------------------------------------------------------- per-suite figures
+def render_engine(doc: Doc) -> list[str]:
+    table = doc["cost_table"]
+    ratios = table["ratios"]
+    costs = md_table(
+        ["k", "k sequences", "verify, all logits", "verify, last logit"],
+        [
+            [
+                k,
+                f"x{ratios['sequences'][k]:.2f}",
+                f"x{ratios['verify_all'][k]:.2f}",
+                f"x{ratios['verify_last'][k]:.2f}",
+            ]
+            for k in table["sequences_ms"]
+        ],
+    )
+    calls = doc["calls"]
+    n_calls = next(iter(calls["modes"].values()))["calls"]
+    modes = md_table(
+        ["mode", "ms/token", "ms/call", "tokens/call", "passes/call", "valid"],
+        [
+            [
+                m,
+                c["ms_per_token"],
+                c["ms_per_call"],
+                c["output_tokens"],
+                c["forward_passes"],
+                f"{c['valid_rate']:.0%}",
+            ]
+            for m, c in calls["modes"].items()
+        ],
+    )
+    return [
+        f"Pass costs as multiples of one serial step ({table['serial_step_ms']:.2f} ms, "
+        f"threads: {table['n_threads']}, {table['context_tokens']}-token prefix):",
+        costs,
+        f"Prefill {table['prefill_ms_per_token']:.2f} ms/token "
+        f"(x{ratios['prefill_per_token']:.2f} of a step); a state of {table['state_tokens']} "
+        f"tokens ({table['state_bytes'] / 1e6:.1f} MB): get {table['state_get_ms']:.1f} ms, "
+        f"set {table['state_set_ms']:.1f} ms, save {table['state_save_ms']:.1f} ms, load "
+        f"{table['state_load_ms']:.1f} ms.",
+        f"Tool calls on the assistant tools ({n_calls} queries per mode, geometric means):",
+        modes,
+        f"grammar / constrained ms per token: x{calls['grammar_over_constrained']:.2f}; same "
+        f"calls in {calls['agreement']:.0%} of queries.",
+    ]
+
+
+def render_fastpath(doc: Doc) -> list[str]:
+    rows = [
+        [
+            mode,
+            m["time_to_tool_ms"],
+            m["total_ms"],
+            f"x{m['speedup_time_to_tool_vs_constrained']:.2f}",
+            f"x{m['speedup_total_vs_constrained']:.2f}",
+            m["decode_passes"],
+            f"{m['correct']:.0%}",
+            f"{m['agree_with_constrained']:.0%}",
+        ]
+        for mode, m in doc["modes"].items()
+    ]
+    headers = ["mode", "time to tool ms", "total ms", "x to tool", "x total", "decode passes"]
+    return [
+        f"{doc['calls']} BFCL v4 calls ({', '.join(doc['categories'])}); geometric means, "
+        "speedups against `constrained`:",
+        md_table([*headers, "correct", "same as constrained"], rows),
+        f"`lossless` equals `jump` token for token on {doc['lossless_equals_jump']}/"
+        f"{doc['calls']} calls.",
+    ]
+
+
+def render_serving(doc: Doc) -> list[str]:
+    steps = doc["steps"]
+    rows = [
+        [
+            name,
+            m["new_tokens_per_step"],
+            f"{m['new_tokens_vs_ideal']:.2f}",
+            m["step_ms_geomean"],
+            f"x{m['speedup_vs_no_reuse']:.2f}",
+            m["memory_mb"],
+            m["disk_mb"],
+            f"{m['same_output_as_no_reuse']}/{steps}",
+        ]
+        for name, m in doc["summary"].items()
+    ]
+    headers = ["prompt reuse", "new tokens/step", "x ideal", "ms/step", "speedup", "memory MB"]
+    out = [
+        f"{steps} agent requests, {doc['prompt_tokens_mean']:.0f} prompt tokens on average; "
+        f"an ideal prefix cache prefills {doc['ideal_new_tokens_per_step']:.0f} new tokens "
+        "per step (geometric means of the step time):",
+        md_table([*headers, "disk MB", "same output as no_reuse"], rows),
+    ]
+    r = doc["restart"]
+    out.append(
+        f"Restart: a new engine and store found {r['checkpoints_found']} checkpoints on disk "
+        f"and prefilled {sum(r['new_tokens'])} new tokens for {r['steps']} unseen requests "
+        f"(ideal {sum(r['ideal_new_tokens'])}, prompts {sum(r['prompt_tokens'])}); sources: "
+        f"{', '.join(r['sources'])}."
+    )
+    idle = doc["idle_release"]
+    if idle.get("probes"):
+        out.append(
+            f"Idle release: resident memory {idle['rss_loaded_mb']:.0f} MB loaded, "
+            f"{idle['rss_released_mb']:.0f} MB released; the first request after a release "
+            f"pays {idle['penalty_ms']:.0f} ms ({idle['penalty_vs_step']:.0%} of a step)."
+        )
+    return out
+
+
+def render_pipeline(doc: Doc) -> list[str]:
+    summary = doc["summary"]
+    metrics = list(dict.fromkeys(k for config in summary.values() for k in config))
+    out = [
+        "Summary per configuration:",
+        md_table(
+            ["config", *metrics],
+            [[name, *(values.get(k) for k in metrics)] for name, values in summary.items()],
+        ),
+    ]
+    if doc.get("ratios"):
+        out += ["Ratios:", md_table(["metric", "ratio"], list(doc["ratios"].items()))]
+    if doc.get("coverage"):
+        keys = list(dict.fromkeys(k for row in doc["coverage"] for k in row))
+        rows = [
+            [f"{row.get(k, 0):.0%}" if "coverage" in k else row.get(k) for k in keys]
+            for row in doc["coverage"]
+        ]
+        out += ["Coverage of the saved prompt states per storage budget:", md_table(keys, rows)]
+    ngram = doc.get("ngram")
+    if ngram:
+        out.append(
+            f"n-gram table: built in {ngram['build_ms']:.2f} ms, {ngram['entries']:.0f} entries."
+        )
+    return out
+
+
+# ---------------------------------------------------------------------- the report
+def machine() -> dict[str, Any]:
+    """The CPU, the core count and the versions that matter for the figures."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            names = (ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name"))
+            cpu = next(names, cpu)
+    except OSError:
+        pass
+    try:
+        llama = importlib.metadata.version("llama-cpp-python")
+    except importlib.metadata.PackageNotFoundError:
+        llama = "not installed"
+    return {
+        "cpu": cpu,
+        "cpu_count": os.cpu_count(),
+        "llama_cpp_python": llama,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
+def _section(
+    suite: Suite, outcome: SuiteOutcome | None, out: Path
+) -> tuple[list[str], str, str | None]:
+    """The suite's Markdown lines, its final status (results are checked here) and the
+    model its results are for."""
+    lines = [f"## {suite.name}: {suite.title}", "", suite.about, ""]
+    if outcome and outcome.command:
+        lines += [f"Command: `{outcome.command}`", ""]
+    if outcome is not None and outcome.status != "ok":
+        head, _, rest = outcome.message.partition("\n")
+        after = f" after {outcome.seconds:.0f} s" if outcome.seconds else ""
+        lines.append(f"**{outcome.status}**{after}: {head}")
+        if rest.strip():
+            lines += ["", f"Last lines of `{suite.name}.log`:", "", "```", rest.strip(), "```"]
+        return lines, outcome.status, None
+    path = out / f"{suite.name}.json"
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        model = _model(doc)
+        blocks = [
+            f"Model: {model}; run {doc.get('date', 'at an unknown date')}.",
+            *suite.render(doc),
+        ]
+    except FileNotFoundError:
+        status, message = "no results", f"{path.name} does not exist"
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+        status = "bad results"
+        message = f"{path.name} does not have the expected layout ({type(exc).__name__}: {exc})"
+    else:
+        lines += [b + "\n" for b in blocks]
+        png = out / f"{suite.name}.png"
+        lines.append(
+            f"![{suite.name}]({png.name})" if png.exists() else f"(no plot: {png.name} missing)"
+        )
+        return lines, "ok", model
+    return [*lines, f"**{status}**: {message}"], status, None
+
+
+def write_report(
+    out: Path,
+    suites: Sequence[Suite],
+    outcomes: Mapping[str, SuiteOutcome] | None = None,
+    run: Mapping[str, Any] | None = None,
+) -> tuple[Path, dict[str, str]]:
+    """Write DIR/REPORT.md for `suites`; return its path and each suite's final status.
+
+    `outcomes` are the runs' results (without them, each suite's JSON must exist);
+    `run` holds the run's date and machine (default: now, this machine).
+    """
+    outcomes = outcomes or {}
+    run = run or {"date": now(), "machine": machine()}
+    sections: list[str] = []
+    statuses: dict[str, str] = {}
+    models: dict[str, None] = {}
+    for suite in suites:
+        lines, statuses[suite.name], model = _section(suite, outcomes.get(suite.name), out)
+        sections.append("\n".join(lines))
+        if model:
+            models[model] = None
+    overview = md_table(
+        ["suite", "status", "time"],
+        [
+            [
+                s.name,
+                statuses[s.name],
+                f"{outcomes[s.name].seconds:.0f} s" if s.name in outcomes else "-",
+            ]
+            for s in suites
+        ],
+    )
+    m = run["machine"]
+    machine_table = md_table(
+        ["", ""],
+        [
+            ["CPU", m["cpu"]],
+            ["CPU cores", m["cpu_count"]],
+            ["model", ", ".join(models) or "-"],
+            ["llama-cpp-python", m["llama_cpp_python"]],
+            ["Python", m["python"]],
+            ["platform", m["platform"]],
+        ],
+    )
+    head = [
+        "# toolweave benchmarks",
+        "",
+        f"Run on {run['date']} (UTC); report written {now()}.",
+        "",
+        overview,
+        "",
+        "## Machine",
+        "",
+        machine_table,
+        "",
+    ]
+    path = out / "REPORT.md"
+    path.write_text("\n".join(head) + "\n" + "\n\n".join(sections) + "\n", encoding="utf-8")
+    return path, statuses
+
+
+def now() -> str:
+    """The current UTC time, as the suites date their JSON."""
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
