@@ -95,6 +95,8 @@ def decode_json_at(text: str, pos: int) -> tuple[Any, int]:
         return _DECODER.raw_decode(text, pos)
     except json.JSONDecodeError as exc:
         raise CallFormatError(f"invalid JSON at position {exc.pos}: {exc.msg}") from None
+    except (ValueError, RecursionError) as exc:  # an integer too long, arrays nested too deep
+        raise CallFormatError(f"invalid JSON at position {pos}: {exc}") from None
 
 
 def skip_whitespace(text: str, pos: int) -> int:

@@ -105,6 +105,8 @@ def _parse(text: str, mode: str) -> Any:
             return ast.parse(text, mode=mode)
     except (SyntaxError, ValueError) as exc:
         raise CallFormatError(f"not valid Python call syntax: {exc}") from None
+    except (MemoryError, RecursionError):  # CPython's parser on very deeply nested text
+        raise CallFormatError("not valid Python call syntax: nested too deeply") from None
 
 
 def _call(node: ast.expr) -> ToolCall:
@@ -166,4 +168,9 @@ def _escape(char: str) -> str:
 
 
 def _source(node: ast.AST | None) -> str:
-    return "**" if node is None else ast.unparse(node)
+    if node is None:
+        return "**"
+    try:
+        return ast.unparse(node)
+    except RecursionError:
+        return f"<a {type(node).__name__} nested too deeply>"
