@@ -53,8 +53,9 @@ __all__ = [
 #: LLMCompiler's end marker, accepted after ``join()``.
 END_OF_PLAN = "<END_OF_PLAN>"
 
-_REF = re.compile(r"\$\{(\d+)\}|\$(\d+)")
-_TASK_LINE = re.compile(r"(\d+)\s*\.\s*(.*)", re.DOTALL)
+# Task numbers have at most 9 digits: int() refuses strings of more than 4300 digits.
+_REF = re.compile(r"\$\{(\d{1,9})\}|\$(\d{1,9})(?!\d)")
+_TASK_LINE = re.compile(r"(\d{1,9})\s*\.\s*(.*)", re.DOTALL)
 _THOUGHT_LINE = re.compile(r"Thought\s*:(.*)", re.DOTALL | re.IGNORECASE)
 _CALL = re.compile(r"([A-Za-z0-9_.\-]+)\s*(\(.*)", re.DOTALL)
 _JOIN = re.compile(r"join\s*\(\s*\)\s*(?:" + re.escape(END_OF_PLAN) + r")?")
@@ -400,8 +401,9 @@ def _parse_arguments(spec: ToolSpec, rest: str) -> dict[str, Any]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escapes such as "\d" only warn
             tree = ast.parse(source, mode="eval")
-    except (SyntaxError, ValueError) as exc:
-        message = exc.msg if isinstance(exc, SyntaxError) else str(exc)
+    except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
+        # CPython's parser gives up on very deeply nested text with MemoryError/RecursionError.
+        message = exc.msg if isinstance(exc, SyntaxError) else str(exc) or "nested too deeply"
         raise _LineProblem(
             f"not a valid call ({message}); write {spec.name}(arg=value, ...) with "
             f"Python literal values, strings in double quotes"
@@ -428,7 +430,7 @@ def _parse_arguments(spec: ToolSpec, rest: str) -> dict[str, Any]:
                 f"{spec.name} takes at most {len(order)} positional argument(s) "
                 f"({', '.join(order) or 'none'}); {_usage(spec)}"
             )
-        arguments[order[position]] = _value(node, prefix)
+        arguments[order[position]] = _checked_value(node, prefix)
     for keyword in call.keywords:
         name = keyword.arg
         if name is None:
@@ -437,8 +439,16 @@ def _parse_arguments(spec: ToolSpec, rest: str) -> dict[str, Any]:
             raise _LineProblem(f"argument {name!r} is given twice; {_usage(spec)}")
         if name not in properties and not open_schema:
             raise _LineProblem(f"{spec.name} has no argument {name!r}; {_usage(spec)}")
-        arguments[name] = _value(keyword.value, prefix)
+        arguments[name] = _checked_value(keyword.value, prefix)
     return arguments
+
+
+def _checked_value(node: ast.expr, prefix: str) -> Any:
+    """`_value`, with a value nested too deeply to convert as a line problem."""
+    try:
+        return _value(node, prefix)
+    except RecursionError:
+        raise _LineProblem("a value is nested too deeply; write plain literal values") from None
 
 
 def _mark_references(source: str, prefix: str) -> str:
