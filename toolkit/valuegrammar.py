@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from toolweave.errors import ConstraintError
+from toolweave.errors import CallFormatError, ConstraintError
 from toolweave.schemasubset import (
     ANNOTATIONS,
     DELEGATED,
@@ -149,7 +149,10 @@ class _Compiler:
 
     def text(self, value: Any) -> str:
         o = self.options
-        return literal_text(value, self.flavor, o.item_separator, o.key_separator)
+        try:
+            return literal_text(value, self.flavor, o.item_separator, o.key_separator)
+        except CallFormatError as exc:  # a value with no literal in this flavor (NaN, ...)
+            raise ConstraintError(f"no {self.flavor} literal for {value!r}: {exc}") from None
 
     def literal(self, value: Any) -> str:
         return lark_literal(self.text(value))
