@@ -172,17 +172,21 @@ class ToolCaller:
             t_tool: float | None = None
             t_final: float | None = None
             provisional: list[ToolCall] = []
-            for ev in decoder.run():
-                ev = dataclasses.replace(ev, t_ms=ev.t_ms - t0 * 1000)
-                if ev.kind == "provisional" and ev.call is not None:
-                    provisional.append(ev.call)
-                if ev.kind in ("provisional", "call") and t_tool is None:
-                    t_tool = ev.t_ms
-                if ev.kind == "call" and t_final is None:
-                    t_final = ev.t_ms
-                yield ev
+            run = decoder.run()
+            try:
+                for ev in run:
+                    ev = dataclasses.replace(ev, t_ms=ev.t_ms - t0 * 1000)
+                    if ev.kind == "provisional" and ev.call is not None:
+                        provisional.append(ev.call)
+                    if ev.kind in ("provisional", "call") and t_tool is None:
+                        t_tool = ev.t_ms
+                    if ev.kind == "call" and t_final is None:
+                        t_final = ev.t_ms
+                    yield ev
+            finally:  # also when the consumer stops early: close the drafts under the lock
+                run.close()
+                eng.seq_remove(self.seq, len(prompt))  # keep the prompt cached, drop the response
             total_ms = (time.perf_counter() - t0) * 1000
-            eng.seq_remove(self.seq, len(prompt))  # keep the prompt cached, drop the response
             passes = eng.counters.forward_passes - passes0
         totals = decoder.totals
         for n in totals.value_lengths:  # running estimate of value length, for planning
