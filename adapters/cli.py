@@ -25,6 +25,7 @@ from rich.markup import escape
 from toolweave.adapters.bench_all import bench_all
 from toolweave.adapters.bench_cli import bench_app
 from toolweave.adapters.bench_fastpath import bench_fastpath
+from toolweave.adapters.bench_pipeline import bench_pipeline
 from toolweave.adapters.bench_serving import bench_serving
 from toolweave.adapters.classify_cli import classify
 from toolweave.adapters.run_cli import run
@@ -51,6 +52,7 @@ app = typer.Typer(
 )
 bench_app.command("fastpath")(bench_fastpath)
 bench_app.command("serving")(bench_serving)
+bench_app.command("pipeline")(bench_pipeline)
 bench_app.command("all")(bench_all)
 app.add_typer(bench_app, name="bench")
 app.command("classify")(classify)

@@ -12,9 +12,10 @@ step is a plain single-token pass: nothing is paid. Drafts stop before uncertain
 they mark the slots the examples fill differently (argument values), where the table is
 right far less often.
 
-Output is token-for-token that of `generate_text` (plain greedy, no grammar): the engine
-is batch-invariant by default, so a verification row equals the serial step's logits.
-Grammar-constrained decoding is not supported here.
+Output is token-for-token that of `generate_text` with the same grammar (or none): the
+engine is batch-invariant by default, so a verification row equals the serial step's
+logits, and under a grammar each row's choice is the constrained greedy token. With
+`jump` the tokens a grammar forces are prefilled in one pass (DESIGN.md `jump`).
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ import time
 from collections.abc import Iterator, Sequence
 
 import numpy as np
+from numpy.typing import NDArray
 
 from toolweave.native.calibration import CostTable, engine_costs
+from toolweave.native.constraints import TokenMatcher, vocabulary_for
 from toolweave.native.engine import BatchToken, Engine
 from toolweave.native.prompt_cache import prefill_prompt
 from toolweave.native.textgen import _stop_at, text_done  # one stop rule, one result
@@ -48,23 +51,33 @@ def generate_with_exspec(
     engine: Engine,
     prompt: Sequence[int],
     *,
-    table: NgramTable,
+    table: NgramTable | None,
     max_tokens: int = 512,
     stop: Sequence[str] = (),
     costs: CostTable | None = None,
     seq: int = 0,
     mode: str = "text",
     acceptance: AcceptanceRate | None = None,
+    grammar: str | None = None,
+    jump: bool = False,
 ) -> Iterator[CallEvent]:
     """Greedy decoding after `prompt`, with n-gram drafts verified in one pass each.
 
     Same events, result and stop rules as `generate_text` (a 'tokens' event may carry
     several tokens: the ones a verification pass accepted); `result.tokens` equals
-    `generate_text`'s. Stats add `drafted_tokens` (tokens sent for verification) and
-    `accepted_tokens` (those matching the greedy choice). `costs` defaults to the
-    engine's quick cost table (`engine_costs`); `acceptance` is the starting acceptance
-    estimate. After the call only `prompt` stays cached in `seq`.
+    `generate_text`'s with the same `grammar` (llguidance Lark, optional): a drafted
+    token is accepted only where it is the constrained greedy choice. `table=None`
+    drafts nothing. `jump=True` (needs a grammar) also prefills the tokens the grammar
+    forces, canonically tokenized, in one pass instead of decoding them (DESIGN.md
+    `jump`): faster, but no longer token-for-token equal to serial decoding.
+
+    Stats add `drafted_tokens` (tokens sent for verification), `accepted_tokens` (those
+    matching the greedy choice) and count forced tokens in `prefill_tokens`. `costs`
+    defaults to the engine's quick cost table (`engine_costs`); `acceptance` is the
+    starting acceptance estimate. After the call only `prompt` stays cached in `seq`.
     """
+    if jump and grammar is None:
+        raise ValueError("jump needs a grammar: it prefills the tokens the grammar forces")
     with engine.lock:
         costs = costs or engine_costs(engine)
         max_draft = min(max(costs.verify_all_ms) - 1, engine.n_batch - 1)
@@ -73,14 +86,16 @@ def generate_with_exspec(
         passes0 = engine.counters.forward_passes
         pre = prefill_prompt(engine, seq, prompt, max_tokens=max_tokens)
         prefill_passes = engine.counters.forward_passes - passes0 - 1
-        history = list(prompt[max(0, len(prompt) - table.context_len) :])  # lookup context only
+        matcher = TokenMatcher(vocabulary_for(engine), grammar) if grammar else None
+        context_len = table.context_len if table is not None else 0
+        history = list(prompt[max(0, len(prompt) - context_len) :])  # lookup context only
         tokens: list[int] = []
-        new = [int(np.argmax(pre.logits))]
+        new = [_choose(matcher, pre.logits)]
         utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
         text = ""
         reason = "length"
         t_first: float | None = None
-        drafted = accepted = 0
+        drafted = accepted = forced_total = 0
         try:
             while True:
                 emitted: list[int] = []
@@ -92,6 +107,8 @@ def generate_with_exspec(
                     if engine.is_eog(token):
                         reason, done = "stop", True
                         break
+                    if matcher is not None:
+                        matcher.consume(token)
                     tokens.append(token)
                     emitted.append(token)
                     text += utf8.decode(engine.token_bytes(token))
@@ -100,27 +117,39 @@ def generate_with_exspec(
                         text = text[:cut]
                         reason, done = "stop", True
                         break
+                    if matcher is not None and matcher.stopped:
+                        reason, done = "stop", True
+                        break
                 if emitted:
                     now = (time.perf_counter() - pre.t0) * 1000
                     if t_first is None:
                         t_first = now
                     yield CallEvent("tokens", now, tuple(emitted), True)
-                    history = [*history, *emitted][-table.context_len :]
+                    if context_len:
+                        history = [*history, *emitted][-context_len:]
                 if done or len(tokens) >= max_tokens:
                     break
-                # The pending token is tokens[-1]; a draft continues it within the budget.
-                budget = min(max_draft, max_tokens - len(tokens) - 1)
-                draft = table.draft(history, budget, certain_only=True)
-                k = draft_length(pass_ms, rate.rate, max_len=len(draft))
+                # The pending token is tokens[-1] (consumed by the matcher, not in the KV
+                # cache yet); what follows it comes from one pass of one kind.
                 pos = len(prompt) + len(tokens) - 1
+                budget = min(max_draft, max_tokens - len(tokens) - 1)
+                forced = matcher.forced()[: max_tokens - len(tokens)] if jump and matcher else []
+                if forced:
+                    new = _jump(engine, seq, pos, tokens[-1], forced, matcher)
+                    forced_total += len(forced)
+                    continue
+                draft = table.draft(history, budget, certain_only=True) if table else []
+                if draft and matcher is not None:
+                    draft = draft[: matcher.accepts_prefix(draft)]
+                k = draft_length(pass_ms, rate.rate, max_len=len(draft))
                 if k == 0:
                     logits = engine.forward([BatchToken(tokens[-1], pos, (seq,), True)])[0]
-                    new = [int(np.argmax(logits))]
+                    new = [_choose(matcher, logits)]
                     if draft:  # a free observation: would the draft's first token have passed?
                         hit = draft[0] == new[0]
                         rate = rate.observe(int(hit), not hit)
                     continue
-                new = _verify(engine, seq, pos, tokens[-1], draft[:k])
+                new = _verify(engine, seq, pos, tokens[-1], draft[:k], matcher)
                 drafted += k
                 accepted += len(new) - 1
                 rate = rate.observe(len(new) - 1, len(new) <= k)
@@ -132,19 +161,73 @@ def generate_with_exspec(
         text += utf8.decode(b"", final=True)
     yield text_done(
         pre, prompt, tokens, text, reason, passes, prefill_passes, total_ms, t_first, mode,
-        drafted=drafted, accepted=accepted,
+        drafted=drafted, accepted=accepted, forced=forced_total,
     )  # fmt: skip
 
 
-def _verify(engine: Engine, seq: int, pos: int, pending: int, draft: list[int]) -> list[int]:
+def _choose(matcher: TokenMatcher | None, logits: NDArray[np.float32]) -> int:
+    """The greedy token, among the grammar's allowed ones when there is a grammar."""
+    return matcher.best(logits) if matcher is not None else int(np.argmax(logits))
+
+
+def _jump(
+    engine: Engine,
+    seq: int,
+    pos: int,
+    pending: int,
+    forced: list[int],
+    matcher: TokenMatcher | None,
+) -> list[int]:
+    """Forward `pending` and the `forced` tokens in one pass (logits for the last only);
+    return the forced tokens and the constrained greedy token after them. The matcher is
+    left where it was: the caller consumes what it emits."""
+    items = [BatchToken(t, pos + i, (seq,), False) for i, t in enumerate([pending, *forced])]
+    items[-1] = BatchToken(items[-1].token, items[-1].pos, (seq,), True)
+    logits = engine.forward(items)[0]
+    if matcher is None:
+        return [*forced, int(np.argmax(logits))]
+    matcher.consume_many(forced)
+    try:
+        nxt = matcher.best(logits)
+    finally:
+        matcher.rollback(len(forced))
+    return [*forced, nxt]
+
+
+def _verify(
+    engine: Engine,
+    seq: int,
+    pos: int,
+    pending: int,
+    draft: list[int],
+    matcher: TokenMatcher | None = None,
+) -> list[int]:
     """Forward `pending` (at `pos`) and `draft` in one pass; return the model's greedy
-    tokens: the accepted draft prefix plus the model's own next token. The KV cells of
-    the rejected draft tokens are removed, those of the accepted ones kept."""
+    tokens (constrained by `matcher`, which is left where it was): the accepted draft
+    prefix plus the model's own next token. The KV cells of the rejected draft tokens are
+    removed, those of the accepted ones kept."""
     items = [BatchToken(t, pos + i, (seq,), True) for i, t in enumerate([pending, *draft])]
-    greedy = [int(t) for t in np.argmax(engine.forward(items), axis=1)]
-    j = 0
-    while j < len(draft) and greedy[j] == draft[j]:
-        j += 1
+    rows = engine.forward(items)
+    if matcher is None:
+        greedy = [int(t) for t in np.argmax(rows, axis=1)]
+        j = 0
+        while j < len(draft) and greedy[j] == draft[j]:
+            j += 1
+        out = greedy[: j + 1]
+    else:
+        out = []
+        consumed = 0
+        try:
+            for j, row in enumerate(rows):
+                best = matcher.best(row)
+                out.append(best)
+                if j >= len(draft) or best != draft[j] or engine.is_eog(best):
+                    break
+                matcher.consume(best)
+                consumed += 1
+        finally:
+            matcher.rollback(consumed)
+        j = len(out) - 1
     if j < len(draft):
         engine.seq_remove(seq, pos + 1 + j)
-    return greedy[: j + 1]
+    return out

@@ -111,13 +111,15 @@ def text_done(
     *,
     drafted: int = 0,
     accepted: int = 0,
+    forced: int = 0,
 ) -> CallEvent:
-    """The 'done' event of a text decoder, with its stats (shared by ExSpec)."""
+    """The 'done' event of a text decoder, with its stats (shared by ExSpec); `forced`
+    output tokens were prefilled (jump-forward), not decoded."""
     stats = CallStats(
         forward_passes=passes,
         decode_passes=passes - 1 - prefill_passes,
-        prefill_tokens=len(prompt),
-        decoded_tokens=len(tokens),
+        prefill_tokens=len(prompt) + forced,
+        decoded_tokens=len(tokens) - forced,
         output_tokens=len(tokens),
         prompt_tokens=len(prompt),
         prompt_ms=pre.prompt_ms,

@@ -14,8 +14,12 @@ from toolweave.native.engine import Engine
 from toolweave.native.exspec import exspec_table, generate_with_exspec
 from toolweave.native.textgen import generate_text
 from toolweave.ngram import AcceptanceRate, NgramTable
+from toolweave.plan import parse_plan
+from toolweave.plan_grammar import plan_grammar
+from toolweave.plan_prompts import planner_messages
 from toolweave.prompt import render_chat
 from toolweave.results import CallEvent, CallResult
+from toolweave.toolspec import ToolSpec
 
 PLAN_EXAMPLES = (
     "Question: What is the weather in Paris?\n1. get_weather(city='Paris')\n2. join()",
@@ -243,3 +247,108 @@ def test_exspec_table_reads_examples_and_query(eng: Engine) -> None:
     for stream in streams:  # every window of every stream is a key
         assert all(table.lookup(stream[i : i + 2]) is not None for i in range(len(stream) - 2))
     assert table.lookup(streams[-1][-3:-1]) == streams[-1][-1]  # seen once: its follower
+
+
+# ------------------------------------------------------------ under a plan grammar
+PLAN_TOOLS = (
+    ToolSpec.from_dict(
+        {
+            "name": "get_weather",
+            "description": "Current weather of a city.",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            },
+        }
+    ),
+    ToolSpec.from_dict(
+        {
+            "name": "get_email_address",
+            "description": "The email address of a contact.",
+            "parameters": {
+                "type": "object",
+                "properties": {"name": {"type": "string"}},
+                "required": ["name"],
+            },
+        }
+    ),
+    ToolSpec.from_dict(
+        {
+            "name": "send_email",
+            "description": "Send an email.",
+            "parameters": {
+                "type": "object",
+                "properties": {"to": {"type": "string"}, "body": {"type": "string"}},
+                "required": ["to", "body"],
+            },
+        }
+    ),
+)
+GRAMMAR_EXAMPLES = (
+    ("What is the weather in Paris?", '1. get_weather(city="Paris")\n2. join()'),
+    (
+        "Email Bob to say hello.",
+        '1. get_email_address(name="Bob")\n2. send_email(to=$1, body="hello")\n3. join()',
+    ),
+    (
+        "What is the weather in Rome and in Berlin?",
+        '1. get_weather(city="Rome")\n2. get_weather(city="Berlin")\n3. join()',
+    ),
+)
+GRAMMAR_QUERIES = (
+    "What is the weather in Madrid and in Lisbon?",
+    "Email Carol to say hello.",
+    "What is the weather in Oslo?",
+)
+
+
+def grammar_case(engine: Engine, query: str) -> tuple[list[int], NgramTable]:
+    msgs = planner_messages(PLAN_TOOLS, query, examples=GRAMMAR_EXAMPLES)
+    prompt = engine.tokenize(
+        render_chat(engine.chat_template, [{"role": r, "content": t} for r, t in msgs])
+    )
+    texts = [t for pair in GRAMMAR_EXAMPLES for t in pair]
+    return prompt, exspec_table(engine, texts, query)
+
+
+@pytest.mark.parametrize("query", GRAMMAR_QUERIES)
+def test_exspec_under_a_grammar_equals_constrained_greedy(eng: Engine, query: str) -> None:
+    prompt, table = grammar_case(eng, query)
+    grammar = plan_grammar(PLAN_TOOLS)
+    _, plain = finish(generate_text(eng, prompt, max_tokens=MAX_TOKENS, grammar=grammar))
+    _, fast = finish(
+        generate_with_exspec(
+            eng, prompt, table=table, grammar=grammar, max_tokens=MAX_TOKENS, costs=COSTS
+        )
+    )
+    assert_same(plain, fast)
+    assert parse_plan(fast.text, {t.name: t for t in PLAN_TOOLS}).joined
+    assert fast.stats.accepted_tokens > 0
+    assert fast.stats.forward_passes < plain.stats.forward_passes
+    assert_only_prompt_cached(eng, 0, prompt)
+
+
+@pytest.mark.parametrize("query", GRAMMAR_QUERIES)
+def test_jump_prefills_forced_plan_tokens(eng: Engine, query: str) -> None:
+    prompt, table = grammar_case(eng, query)
+    grammar = plan_grammar(PLAN_TOOLS)
+    _, plain = finish(generate_text(eng, prompt, max_tokens=MAX_TOKENS, grammar=grammar))
+    for drafts in (None, table):
+        _, jumped = finish(
+            generate_with_exspec(
+                eng, prompt, table=drafts, grammar=grammar, jump=True, max_tokens=MAX_TOKENS,
+                costs=COSTS,
+            )
+        )  # fmt: skip
+        plan = parse_plan(jumped.text, {t.name: t for t in PLAN_TOOLS})
+        assert plan.joined and plan.tasks
+        assert jumped.stats.prefill_tokens > len(prompt)  # forced tokens were prefilled
+        assert jumped.stats.forward_passes < plain.stats.forward_passes
+        assert_only_prompt_cached(eng, 0, prompt)
+
+
+def test_jump_needs_a_grammar(eng: Engine) -> None:
+    prompt, table = grammar_case(eng, GRAMMAR_QUERIES[0])
+    with pytest.raises(ValueError, match="grammar"):
+        list(generate_with_exspec(eng, prompt, table=table, jump=True, costs=COSTS))
