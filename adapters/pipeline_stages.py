@@ -44,6 +44,7 @@ class StageConfig:
     weave: bool = False
     exspec: bool = False
     jump: bool = False
+    invariant: bool = True  # run on the batch-invariant engine (see bench_pipeline)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from toolweave.toolspec import ToolSpec
 
 __all__ = [
+    "ARBITER_EXAMPLES",
     "ArbiterDecision",
     "arbiter_messages",
     "parse_arbiter",
@@ -70,26 +71,60 @@ def planner_messages(
     return msgs
 
 
-#: One worked Arbiter exchange (a different domain from any demo request, so a model
-#: that copies it is caught by tests rather than looking right).
-ARBITER_EXAMPLE = (
-    "Request: When does the library open on Saturday?\n\nPlan:\n"
-    '1. opening_hours(place="city library", day="Saturday")\n2. join()\n\nResults:\n'
-    '1. opening_hours(place="city library", day="Saturday")\n'
-    'Observation: {"opens": "09:00", "closes": "14:00"}',
-    "Thought: The results give Saturday's opening hours.\n"
-    "Action: Finish(The city library opens at 09:00 on Saturday and closes at 14:00.)",
+#: Worked Arbiter exchanges: a finish, a replan after a tool error, a finish from two
+#: results and a finish after an action. Their domains differ from every demo request,
+#: so a model that copies an example is caught by tests rather than looking right. They
+#: are most of the Arbiter's prompt and never change, so their KV state is cached.
+ARBITER_EXAMPLES: tuple[tuple[str, str], ...] = (
+    (
+        "Request: When does the library open on Saturday?\n\nPlan:\n"
+        '1. opening_hours(place="city library", day="Saturday")\n2. join()\n\nResults:\n'
+        '1. opening_hours(place="city library", day="Saturday")\n'
+        'Observation: {"opens": "09:00", "closes": "14:00"}',
+        "Thought: The results give Saturday's opening hours.\n"
+        "Action: Finish(The city library opens at 09:00 on Saturday and closes at 14:00.)",
+    ),
+    (
+        "Request: Book a table for two at Luigi's tonight at 8.\n\nPlan:\n"
+        '1. find_restaurant(name="Luigi\'s")\n'
+        '2. book_table(restaurant=$1, people=2, time="20:00")\n3. join()\n\nResults:\n'
+        '1. find_restaurant(name="Luigi\'s")\nObservation: {"id": "r-17"}\n'
+        '2. book_table(restaurant="r-17", people=2, time="20:00")\n'
+        "Observation: Error: no table is free at 20:00",
+        "Thought: The booking failed because 20:00 is full, so the request is not done.\n"
+        "Action: Replan",
+    ),
+    (
+        "Request: How long is the train from Turin to Milan, and what does a ticket cost?"
+        '\n\nPlan:\n1. train_duration(origin="Turin", destination="Milan")\n'
+        '2. ticket_price(origin="Turin", destination="Milan")\n3. join()\n\nResults:\n'
+        '1. train_duration(origin="Turin", destination="Milan")\n'
+        'Observation: {"minutes": 55}\n'
+        '2. ticket_price(origin="Turin", destination="Milan")\n'
+        'Observation: {"price": 13.5, "currency": "EUR"}',
+        "Thought: The results give both the duration and the price.\n"
+        "Action: Finish(The train from Turin to Milan takes 55 minutes and a ticket costs "
+        "13.50 euros.)",
+    ),
+    (
+        "Request: Turn off the kitchen lights.\n\nPlan:\n"
+        '1. set_light(room="kitchen", on=False)\n2. join()\n\nResults:\n'
+        '1. set_light(room="kitchen", on=False)\nObservation: {"room": "kitchen", "on": false}',
+        "Thought: The light tool confirms the kitchen lights are off.\n"
+        "Action: Finish(The kitchen lights are now off.)",
+    ),
 )
+#: The first worked exchange (kept for callers that show one).
+ARBITER_EXAMPLE = ARBITER_EXAMPLES[0]
 
 
 def arbiter_messages(query: str, plan: str, observations: str) -> list[tuple[str, str]]:
-    """(role, text) messages for the Arbiter."""
-    return [
-        ("system", ARBITER_RULES),
-        ("user", ARBITER_EXAMPLE[0]),
-        ("assistant", ARBITER_EXAMPLE[1]),
-        ("user", f"Request: {query}\n\nPlan:\n{plan}\n\nResults:\n{observations}"),
-    ]
+    """(role, text) messages for the Arbiter: rules, the worked exchanges, the request."""
+    msgs: list[tuple[str, str]] = [("system", ARBITER_RULES)]
+    for question, answer in ARBITER_EXAMPLES:
+        msgs += [("user", question), ("assistant", answer)]
+    msgs.append(("user", f"Request: {query}\n\nPlan:\n{plan}\n\nResults:\n{observations}"))
+    return msgs
 
 
 @dataclass(frozen=True)
