@@ -116,6 +116,10 @@ class ChatToolweave(BaseChatModel):
     reuse_prompt_cache: bool = True
     #: Called as observer(kind, data) for each decoding phase (live displays, traces).
     observer: Callable[[str, Mapping[str, Any]], None] | None = Field(default=None, exclude=True)
+    #: Saved prompt states (a `toolweave.native.state_store.StateStore`) shared by requests
+    #: and, with a directory, by later processes: each prompt starts from the longest
+    #: saved prefix. None keeps only the engine's live cache. Needs reuse_prompt_cache.
+    state_store: Any = Field(default=None, exclude=True)
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -278,11 +282,13 @@ class ChatToolweave(BaseChatModel):
                 eng.seq_remove(0)
             if plan.kind == "text":
                 prompt = self._render(system, rest)
+                self._restore(eng, prompt)
                 for ev in generate_text(eng, prompt, max_tokens=self.max_tokens, stop=stop):
                     yield ev, None
                 return
             if plan.kind == "grammar":  # text under a caller's grammar (model.bind(grammar=))
                 prompt = self._render(system, rest)
+                self._restore(eng, prompt)
                 for ev in generate_text(
                     eng, prompt, max_tokens=self.max_tokens, grammar=plan.extra["grammar"]
                 ):
@@ -292,11 +298,13 @@ class ChatToolweave(BaseChatModel):
                 spec = ToolSpec.from_dict({"name": "output", "parameters": plan.schema})
                 grammar = "start: %json " + json.dumps(arguments_schema(spec))
                 prompt = self._render(system, rest)
+                self._restore(eng, prompt)
                 for ev in generate_text(eng, prompt, max_tokens=self.max_tokens, grammar=grammar):
                     yield ev, None
                 return
             caller = self._caller(plan.specs, system, max_calls)
             msgs = template_messages(rest, caller.fmt)
+            self._restore(eng, caller.prompt_tokens(msgs))
             text = plan.kind == "auto" and not self._wants_call(caller, rest, msgs)
             if not text and plan.kind == "auto" and self.auto_calls == "user_turn":
                 earlier = _calls_since_user(rest)
@@ -323,6 +331,28 @@ class ChatToolweave(BaseChatModel):
                 return
             for ev in caller.events(msgs, self.mode):
                 yield ev, caller
+
+    def _restore(self, eng: Engine, prompt: list[int]) -> None:
+        """Start `prompt` from the state store's longest saved prefix (no-op without one).
+
+        The decoder then finds the prompt cached and only runs its last token again."""
+        store = self.state_store
+        if store is None or not self.reuse_prompt_cache:
+            return
+        store.prefill(eng, 0, prompt, self.max_tokens)
+        record = store.last
+        if self.observer is not None and record is not None:
+            self.observer(
+                "prompt_cache",
+                {
+                    "prompt_tokens": record.prompt_tokens,
+                    "reused": record.reused,
+                    "prefilled": record.prefilled,
+                    "source": record.source,
+                    "saved_at": record.saved_at,
+                    "ms": record.prompt_ms,
+                },
+            )
 
     def _wants_call(
         self, caller: ToolCaller, rest: Sequence[BaseMessage], msgs: list[dict[str, Any]]

@@ -25,11 +25,14 @@ if TYPE_CHECKING:
 
     from toolweave.adapters.mcp_client import MCPHub
     from toolweave.adapters.run_display import RunTrace
+    from toolweave.native.state_store import StateStore
 
 __all__ = ["run"]
 
 #: Agent graph steps (model and tool nodes) before a run is stopped.
 MAX_STEPS = 16
+#: Where `toolweave run` keeps saved prompt states between runs (`--prompt-cache`).
+PROMPT_CACHE = Path.home() / ".cache" / "toolweave" / "prompt-states"
 
 SYSTEM = (
     "You are a helpful assistant on the user's computer. Use the tools to look things "
@@ -66,6 +69,15 @@ def run(
     state_dir: Annotated[
         Path | None, typer.Option("--state-dir", help="Where the demo servers keep state.")
     ] = None,
+    prompt_cache: Annotated[
+        Path,
+        typer.Option(
+            "--prompt-cache", help="Saved prompt states, reused by later runs of the same model."
+        ),
+    ] = PROMPT_CACHE,
+    no_prompt_cache: Annotated[
+        bool, typer.Option("--no-prompt-cache", help="Prefill every prompt from scratch.")
+    ] = False,
 ) -> None:
     """Answer REQUEST with an agent on the local model and MCP tools, showing each phase."""
     # Imported here: LangChain's agent stack takes seconds to import, `toolweave call` not.
@@ -92,6 +104,7 @@ def run(
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     trace.note(f"starting {len(configs)} MCP server(s): {', '.join(c.name for c in configs)}")
+    store = None if no_prompt_cache else _state_store(prompt_cache)
     try:
         with MCPHub(configs) as hub:
             if not hub.tools:
@@ -104,10 +117,10 @@ def run(
             tools = [to_langchain(t) for t in hub.tools]
             if agent == "plan":
                 examples = [] if server else _nearest_examples(_demo_examples(), request)
-                answer, summary = _run_plan(hub, request, model, max_tokens, examples, trace)
+                answer, summary = _run_plan(hub, request, model, max_tokens, examples, trace, store)
                 messages: list[BaseMessage] = []
             else:
-                messages, answer = _run_agent(tools, request, model, mode, max_tokens, trace)
+                messages, answer = _run_agent(tools, request, model, mode, max_tokens, trace, store)
                 summary = _summary(messages)
     except KeyboardInterrupt:
         console.print("interrupted: servers stopped, nothing left running")
@@ -116,6 +129,9 @@ def run(
         raise ToolweaveError(
             f"the agent did not finish within {MAX_STEPS} steps (see the phases above)"
         ) from None
+    finally:
+        if store is not None:
+            store.close()  # waits for the state files being written
     # The baseline only reads the tools' schemas: no tool runs again after the hub closed.
     comparison = _compare(messages, tools, model, max_tokens, trace) if compare else None
     if as_json:
@@ -144,6 +160,7 @@ def _run_agent(
     mode: str,
     max_tokens: int,
     trace: RunTrace,
+    store: StateStore | None = None,
 ) -> tuple[list[BaseMessage], str]:
     from langchain.agents import create_agent
     from langchain_core.messages import AIMessage, HumanMessage
@@ -152,16 +169,35 @@ def _run_agent(
     from toolweave.adapters.provisional import ProvisionalToolMiddleware
 
     chat = ChatToolweave(
-        model=model, mode=mode, max_tokens=max_tokens, auto_calls="user_turn", observer=trace
+        model=model,
+        mode=mode,
+        max_tokens=max_tokens,
+        auto_calls="user_turn",
+        observer=trace,
+        state_store=store,
     )
     agent = create_agent(
         chat, tools, system_prompt=SYSTEM, middleware=[ProvisionalToolMiddleware(observer=trace)]
     )
     out = agent.invoke({"messages": [HumanMessage(request)]}, {"recursion_limit": MAX_STEPS})
+    _keep_last_prompt(chat, store)
     messages: list[BaseMessage] = list(out["messages"])
     last = messages[-1]
     answer = last.content if isinstance(last, AIMessage) and isinstance(last.content, str) else ""
     return messages, answer or "(no answer)"
+
+
+def _state_store(directory: Path) -> StateStore:
+    from toolweave.native.state_store import StateStore
+
+    return StateStore(directory)
+
+
+def _keep_last_prompt(chat: Any, store: StateStore | None) -> None:
+    """Save the last prompt's state too (the Arbiter's, or the agent's last message):
+    states are otherwise saved when the next prompt takes the slot, and none comes."""
+    if store is not None:
+        store.save(chat.engine, 0)
 
 
 def _demo_examples() -> list[tuple[str, str]]:
@@ -193,12 +229,16 @@ def _run_plan(
     max_tokens: int,
     examples: Sequence[tuple[str, str]],
     trace: RunTrace,
+    store: StateStore | None = None,
 ) -> tuple[str, dict[str, Any]]:
     from toolweave.adapters.chat_model import ChatToolweave
     from toolweave.adapters.plan_agent import PlanOutAgent
 
-    chat = ChatToolweave(model=model, max_tokens=max(max_tokens, 256), observer=trace)
+    chat = ChatToolweave(
+        model=model, max_tokens=max(max_tokens, 256), observer=trace, state_store=store
+    )
     result = PlanOutAgent(chat, hub.tools, examples=examples, observer=trace).run(request)
+    _keep_last_prompt(chat, store)
     tasks = sum(len(r.run.records) for r in result.rounds)
     summary = {"rounds": len(result.rounds), "tool_calls": tasks, "finished": result.finished}
     return result.answer, summary

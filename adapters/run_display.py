@@ -37,6 +37,7 @@ class RunTrace:
         self.events: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._messages = 0
+        self._cache: Mapping[str, Any] | None = None  # the state store's prefill, if any
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.t0
@@ -56,8 +57,17 @@ class RunTrace:
     def _line(self, kind: str, data: Mapping[str, Any]) -> str | None:
         if kind == "note":
             return escape(str(data["text"]))
+        if kind == "prompt_cache":
+            self._cache = data
+            return (
+                f"  prompt cache ({data['source']}): {data['reused']} of "
+                f"{data['prompt_tokens']} tokens restored, {data['prefilled']} prefilled "
+                f"in {data['ms']:.0f} ms"
+                + (f"; state saved at token {data['saved_at']}" if data.get("saved_at") else "")
+            )
         if kind == "model_start":
             self._messages += 1
+            self._cache = None
             return f"[bold]model[/bold] message {self._messages}: decoding ({data['mode']})"
         if kind == "call_name":
             return f"  tool chosen: [cyan]{escape(str(data['name']))}[/cyan]"
@@ -68,9 +78,13 @@ class RunTrace:
         if kind == "model_done":
             s = data["stats"]
             cached = s.get("cached_tokens", 0)
+            prompt_ms = s["prompt_ms"]
+            if self._cache is not None:  # the store prefilled the prompt before decoding
+                cached = self._cache["reused"]
+                prompt_ms += self._cache["ms"]
             line = (
                 f"  message done: {s['prompt_tokens']} prompt tokens ({cached} from cache, "
-                f"{s['prompt_tokens'] - cached} prefilled in {s['prompt_ms']:.0f} ms), "
+                f"{s['prompt_tokens'] - cached} prefilled in {prompt_ms:.0f} ms), "
                 f"{s['output_tokens']} output tokens in {s['decode_passes']} decode passes, "
                 f"{s['total_ms']:.0f} ms"
             )

@@ -9,6 +9,8 @@ from pathlib import Path
 
 
 def toolweave(*args: str | Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    if args and args[0] == "run" and not any(str(a).endswith("prompt-cache") for a in args):
+        args = (*args, "--no-prompt-cache")  # runs must not depend on earlier ones
     return subprocess.run(
         [sys.executable, "-m", "toolweave.adapters.cli", *map(str, args)],
         capture_output=True,
@@ -67,3 +69,25 @@ def test_run_rejects_an_unknown_demo_server_with_one_line() -> None:
     proc = toolweave("run", "hi", "--demo", "nope")
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "nope" in proc.stderr
+
+
+def test_a_second_run_starts_from_the_first_runs_saved_prompt_states(tmp_path: Path) -> None:
+    def run(request: str) -> dict:
+        proc = toolweave(
+            "run", request, "--demo", "weather", "--state-dir", tmp_path / "servers",
+            "--prompt-cache", tmp_path / "states", "--json",
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        doc: dict = json.loads(proc.stdout)
+        return doc
+
+    first = run("What's the weather in London right now?")
+    caches = [e for e in first["events"] if e["kind"] == "prompt_cache"]
+    assert len(caches) == 2 and caches[0]["source"] == "none"  # Planner, then Arbiter
+    again = run("What's the weather in Rome right now?")
+    planner, arbiter = [e for e in again["events"] if e["kind"] == "prompt_cache"]
+    # Saved by the first process: the rules and tools of the Planner's prompt, and the
+    # Arbiter's rules and worked exchanges (its prompt up to the request).
+    assert planner["source"] == "disk" and planner["reused"] > 0.7 * planner["prompt_tokens"]
+    assert arbiter["source"] == "disk" and arbiter["reused"] > 0.6 * arbiter["prompt_tokens"]
+    assert again["answer"]
