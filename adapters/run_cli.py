@@ -12,7 +12,7 @@ compares decode passes and time.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -31,6 +31,9 @@ __all__ = ["run"]
 
 #: Agent graph steps (model and tool nodes) before a run is stopped.
 MAX_STEPS = 16
+#: One LLM call of the plan-out agent: its messages, "planner" or "arbiter", its grammar,
+#: and what it cost in this run ("stats", "ms", "text").
+LLMCall = tuple[list[tuple[str, str]], str, str, dict[str, Any]]
 #: Where `toolweave run` keeps saved prompt states between runs (`--prompt-cache`).
 PROMPT_CACHE = Path.home() / ".cache" / "toolweave" / "prompt-states"
 
@@ -91,8 +94,6 @@ def run(
 
     if agent not in ("plan", "react"):
         raise typer.BadParameter(f"--agent must be plan or react, got {agent!r}")
-    if compare and agent != "react":
-        raise typer.BadParameter("--compare is available with --agent react")
     console = Console(highlight=False, stderr=as_json)
     trace = RunTrace(console, quiet=as_json)
     try:
@@ -117,9 +118,12 @@ def run(
             tools = [to_langchain(t) for t in hub.tools]
             if agent == "plan":
                 examples = [] if server else _nearest_examples(_demo_examples(), request)
-                answer, summary = _run_plan(hub, request, model, max_tokens, examples, trace, store)
+                answer, summary, calls = _run_plan(
+                    hub, request, model, max_tokens, examples, trace, store
+                )
                 messages: list[BaseMessage] = []
             else:
+                calls = []
                 messages, answer = _run_agent(tools, request, model, mode, max_tokens, trace, store)
                 summary = _summary(messages)
     except KeyboardInterrupt:
@@ -133,7 +137,11 @@ def run(
         if store is not None:
             store.close()  # waits for the state files being written
     # The baseline only reads the tools' schemas: no tool runs again after the hub closed.
-    comparison = _compare(messages, tools, model, max_tokens, trace) if compare else None
+    comparison = None
+    if compare and agent == "plan":
+        comparison = _compare_plan(calls, model, max_tokens, trace)
+    elif compare:
+        comparison = _compare(messages, tools, model, max_tokens, trace)
     if as_json:
         doc = {
             "request": request,
@@ -230,18 +238,45 @@ def _run_plan(
     examples: Sequence[tuple[str, str]],
     trace: RunTrace,
     store: StateStore | None = None,
-) -> tuple[str, dict[str, Any]]:
+) -> tuple[str, dict[str, Any], list[LLMCall]]:
     from toolweave.adapters.chat_model import ChatToolweave
     from toolweave.adapters.plan_agent import PlanOutAgent
+    from toolweave.plan_grammar import arbiter_grammar, plan_grammar
+    from toolweave.plan_prompts import arbiter_messages, planner_messages
+
+    done: list[dict[str, Any]] = []
+
+    def observe(kind: str, data: Mapping[str, Any]) -> None:
+        trace(kind, data)
+        if kind == "prompt_cache":
+            done.append({"cache_ms": data["ms"]})
+        elif kind == "model_done":
+            stats = data["stats"]
+            cache_ms = done.pop()["cache_ms"] if done and "stats" not in done[-1] else 0.0
+            ms = cache_ms + stats["prompt_ms"] + stats["total_ms"]
+            done.append({"stats": stats, "ms": ms, "text": data.get("text", "")})
 
     chat = ChatToolweave(
-        model=model, max_tokens=max(max_tokens, 256), observer=trace, state_store=store
+        model=model, max_tokens=max(max_tokens, 256), observer=observe, state_store=store
     )
-    result = PlanOutAgent(chat, hub.tools, examples=examples, observer=trace).run(request)
+    agent = PlanOutAgent(chat, hub.tools, examples=examples, observer=trace)
+    result = agent.run(request)
     _keep_last_prompt(chat, store)
     tasks = sum(len(r.run.records) for r in result.rounds)
     summary = {"rounds": len(result.rounds), "tool_calls": tasks, "finished": result.finished}
-    return result.answer, summary
+    # What each LLM call saw (prompt, grammar) and cost, for --compare.
+    specs = [t.spec for t in hub.tools]
+    grammars = {"planner": plan_grammar(specs), "arbiter": arbiter_grammar()}  # the agent's
+    calls: list[LLMCall] = []
+    previous: list[tuple[str, str]] = []
+    for r in result.rounds:
+        plan_msgs = planner_messages(specs, request, examples=examples, previous=previous)
+        arb_msgs = arbiter_messages(request, r.plan_text, r.run.observations_text())
+        for msgs, kind in ((plan_msgs, "planner"), (arb_msgs, "arbiter")):
+            cost = done[len(calls)] if len(calls) < len(done) else {}
+            calls.append((msgs, kind, grammars[kind], cost))
+        previous.append((r.plan_text, r.run.observations_text()))
+    return result.answer, summary, calls
 
 
 def _summary(messages: Sequence[BaseMessage]) -> dict[str, Any]:
@@ -296,10 +331,39 @@ def _compare(
     return {"messages": rows, "speedup": base_ms / fast if fast else None}
 
 
+def _compare_plan(
+    calls: Sequence[LLMCall], model: str | None, max_tokens: int, trace: RunTrace
+) -> dict[str, Any]:
+    """Run the Planner's and Arbiter's prompts again the plain way: every prompt prefilled
+    from scratch (no saved or live state), greedy decoding under the same grammar."""
+    from toolweave.adapters.chat_model import ChatToolweave
+
+    trace.note("comparing: the same prompts prefilled from scratch, decoded the same way")
+    baseline = ChatToolweave(model=model, max_tokens=max(max_tokens, 256), reuse_prompt_cache=False)
+    rows: list[dict[str, Any]] = []
+    for msgs, kind, grammar, ours in calls:
+        again = baseline.bind(grammar=grammar).invoke(list(msgs))
+        base = again.response_metadata["stats"]
+        mine = ours.get("stats", {})
+        rows.append(
+            {
+                "message": f"{len(rows) // 2 + 1} {kind}",
+                "fast_passes": mine.get("forward_passes", 0),
+                "baseline_passes": base["forward_passes"],
+                "fast_ms": ours.get("ms", 0.0),
+                "baseline_ms": base["prompt_ms"] + base["total_ms"],
+                "same_calls": again.content == ours.get("text"),
+            }
+        )
+    fast = sum(r["fast_ms"] for r in rows)
+    base_ms = sum(r["baseline_ms"] for r in rows)
+    return {"messages": rows, "speedup": base_ms / fast if fast else None}
+
+
 def _print_comparison(console: Console, comparison: dict[str, Any]) -> None:
     from rich.table import Table
 
-    table = Table(title="decoding: toolweave vs the constrained baseline (same prompts)")
+    table = Table(title="toolweave vs the baseline (same prompts)")
     for col in ("message", "passes", "baseline passes", "ms", "baseline ms", "same output"):
         table.add_column(col)
     for r in comparison["messages"]:
@@ -313,4 +377,4 @@ def _print_comparison(console: Console, comparison: dict[str, Any]) -> None:
         )
     console.print(table)
     if comparison["speedup"]:
-        console.print(f"decode speedup over the baseline: x{comparison['speedup']:.2f}")
+        console.print(f"speedup over the baseline: x{comparison['speedup']:.2f}")

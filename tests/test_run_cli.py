@@ -72,10 +72,10 @@ def test_run_rejects_an_unknown_demo_server_with_one_line() -> None:
 
 
 def test_a_second_run_starts_from_the_first_runs_saved_prompt_states(tmp_path: Path) -> None:
-    def run(request: str) -> dict:
+    def run(request: str, *extra: str) -> dict:
         proc = toolweave(
             "run", request, "--demo", "weather", "--state-dir", tmp_path / "servers",
-            "--prompt-cache", tmp_path / "states", "--json",
+            "--prompt-cache", tmp_path / "states", "--json", *extra,
         )  # fmt: skip
         assert proc.returncode == 0, proc.stderr[-2000:]
         doc: dict = json.loads(proc.stdout)
@@ -84,10 +84,15 @@ def test_a_second_run_starts_from_the_first_runs_saved_prompt_states(tmp_path: P
     first = run("What's the weather in London right now?")
     caches = [e for e in first["events"] if e["kind"] == "prompt_cache"]
     assert len(caches) == 2 and caches[0]["source"] == "none"  # Planner, then Arbiter
-    again = run("What's the weather in Rome right now?")
+    again = run("What's the weather in Rome right now?", "--compare")
     planner, arbiter = [e for e in again["events"] if e["kind"] == "prompt_cache"]
     # Saved by the first process: the rules and tools of the Planner's prompt, and the
     # Arbiter's rules and worked exchanges (its prompt up to the request).
     assert planner["source"] == "disk" and planner["reused"] > 0.7 * planner["prompt_tokens"]
     assert arbiter["source"] == "disk" and arbiter["reused"] > 0.6 * arbiter["prompt_tokens"]
     assert again["answer"]
+    # --compare: the same prompts prefilled from scratch give the same output, slower.
+    rows = again["compare"]["messages"]
+    assert [r["message"] for r in rows] == ["1 planner", "1 arbiter"]
+    assert all(r["same_calls"] for r in rows)
+    assert again["compare"]["speedup"] > 1.5
