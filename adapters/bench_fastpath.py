@@ -22,8 +22,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from toolweave.adapters.plotting import pyplot
 from toolweave.bfcl import BfclCase, sample_cases
-from toolweave.errors import ToolweaveError
 from toolweave.modebench import geomean
 from toolweave.models import MODELS, resolve_model
 from toolweave.native.caller import ToolCaller
@@ -88,13 +88,7 @@ def _summary(cases: Sequence[BfclCase], runs: Sequence[dict[str, CallResult]]) -
 
 
 def _plot(summary: dict[str, Any], path: Path, title: str) -> None:
-    try:
-        import matplotlib
-    except ImportError:
-        raise ToolweaveError("--plot needs matplotlib: pip install 'toolweave[bench]'") from None
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     modes = list(summary["modes"])
     ttt = [summary["modes"][m]["speedup_time_to_tool_vs_constrained"] for m in modes]

@@ -60,7 +60,7 @@ from toolweave.adapters.pipeline_stages import (
     render_tokens,
     run_stage,
 )
-from toolweave.errors import ToolweaveError
+from toolweave.adapters.plotting import pyplot
 from toolweave.models import MODELS, resolve_model
 from toolweave.native.calibration import engine_costs
 from toolweave.native.engine import Engine
@@ -258,20 +258,25 @@ def _build_states(
         items.append((label, _prefix(engine, weavers[key].prefix_messages(combo))))
     arbiter = arbiter_messages("", "", "")[:-1]
     items.append(("arbiter static", _prefix(engine, arbiter)))
-    with Progress(
-        TextColumn("prefix states"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=console,
-        transient=True,
-    ) as bar:
+    with _progress(console, "prefix states") as bar:
         task = bar.add_task("build", total=len(items))
         entries = states.build(items, progress=lambda done, total: bar.update(task, completed=done))
     n_static = len(weavers)
     static = {key: e.digest for key, e in zip(sorted(weavers), entries[:n_static], strict=True)}
     combos = [e.digest for e in entries[n_static:-1]]
     return static, combos, entries[-1].digest
+
+
+def _progress(console: Console, label: str) -> Progress:
+    """A bar with the count done and an estimate of the time left."""
+    return Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+    )
 
 
 def _prefix(engine: Engine, messages: Sequence[tuple[str, str]]) -> list[int]:
@@ -323,14 +328,7 @@ def _run_requests(
 ) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     arbiter_examples = [text for pair in ARBITER_EXAMPLES for text in pair]
-    with Progress(
-        TextColumn("pipeline"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=console,
-        transient=True,
-    ) as bar:
+    with _progress(console, "pipeline") as bar:
         task = bar.add_task("run", total=len(sample) * len(CONFIGS))
         for i, req in enumerate(sample):
             weaver = weavers[req.theme]
@@ -513,12 +511,7 @@ def _identical(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _plot(report: dict[str, Any], path: Path) -> None:
-    try:
-        import matplotlib
-    except ImportError:
-        raise ToolweaveError("--plot needs matplotlib: pip install 'toolweave[bench]'") from None
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     s = report["summary"]
     names = report["configs"]

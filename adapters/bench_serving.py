@@ -43,6 +43,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from toolweave.adapters.plotting import pyplot
 from toolweave.bfcl_multi_turn import load_multi_turn
 from toolweave.checkpoint_policy import common_prefix
 from toolweave.errors import ToolweaveError
@@ -283,12 +284,7 @@ def _summary(
 
 
 def _plot(report: dict[str, Any], path: Path) -> None:
-    try:
-        import matplotlib
-    except ImportError:
-        raise ToolweaveError("--plot needs matplotlib: pip install 'toolweave[bench]'") from None
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     per = report["per_step"]
     xs = range(len(per["ideal_new_tokens"]))
