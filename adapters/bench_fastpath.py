@@ -84,7 +84,32 @@ def _summary(cases: Sequence[BfclCase], runs: Sequence[dict[str, CallResult]]) -
         m["speedup_total_vs_constrained"] = base["total_ms"] / m["total_ms"]
         m["passes_vs_constrained"] = m["decode_passes"] / base["decode_passes"]
     lossless_equal = sum(r["lossless"].tokens == r["jump"].tokens for r in runs)
-    return {"modes": modes, "lossless_equals_jump": lossless_equal, "calls": len(runs)}
+    return {
+        "modes": modes,
+        "by_arguments": _by_arguments(cases, runs),
+        "lossless_equals_jump": lossless_equal,
+        "calls": len(runs),
+    }
+
+
+def _by_arguments(
+    cases: Sequence[BfclCase], runs: Sequence[dict[str, CallResult]]
+) -> dict[str, dict[str, float]]:
+    """Time-to-tool speedup over `constrained` per number of arguments in the expected
+    calls (`n_args`, what the sample is spread over; "6+" pools the larger ones)."""
+    groups: dict[str, list[int]] = {}
+    for i, case in enumerate(cases):
+        groups.setdefault(str(case.n_args) if case.n_args < 6 else "6+", []).append(i)
+    out: dict[str, dict[str, float]] = {}
+    for key in sorted(groups):
+        rows = [runs[i] for i in groups[key]]
+
+        def ttt(mode: str, rows: list[dict[str, CallResult]] = rows) -> float:
+            return geomean([r[mode].stats.time_to_tool_ms or r[mode].stats.total_ms for r in rows])
+
+        base = ttt("constrained")
+        out[key] = {"calls": len(rows), **{m: base / ttt(m) for m in MODES}}
+    return out
 
 
 def _plot(summary: dict[str, Any], path: Path, title: str) -> None:
@@ -94,7 +119,7 @@ def _plot(summary: dict[str, Any], path: Path, title: str) -> None:
     ttt = [summary["modes"][m]["speedup_time_to_tool_vs_constrained"] for m in modes]
     tot = [summary["modes"][m]["speedup_total_vs_constrained"] for m in modes]
     xs = range(len(modes))
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(13, 4))
     ax.bar([x - 0.2 for x in xs], ttt, width=0.4, label="time to tool")
     ax.bar([x + 0.2 for x in xs], tot, width=0.4, label="total")
     ax.axhline(1.0, color="grey", linewidth=0.8)
@@ -102,6 +127,21 @@ def _plot(summary: dict[str, Any], path: Path, title: str) -> None:
     ax.set_ylabel("speedup vs constrained (geomean)")
     ax.set_title(title)
     ax.legend()
+    groups = summary.get("by_arguments", {})
+    keys = list(groups)
+    width = 0.8 / len(modes)
+    for j, mode in enumerate(modes):
+        ax2.bar(
+            [k + (j - len(modes) / 2 + 0.5) * width for k in range(len(keys))],
+            [groups[g][mode] for g in keys],
+            width=width,
+            label=mode,
+        )
+    ax2.axhline(1.0, color="grey", linewidth=0.8)
+    ax2.set_xticks(range(len(keys)), [f"{g} args ({groups[g]['calls']:.0f})" for g in keys])
+    ax2.set_ylabel("time to tool, x vs constrained")
+    ax2.set_title("by number of arguments (calls)")
+    ax2.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
