@@ -186,8 +186,7 @@ def run_pipeline_bench(
         states = PrefixStates(state_dir, engine)
         static, combos, arbiter = _build_states(console, engine, states, weavers, chosen)
         coverage = _coverage(states, static, combos, arbiter, train_seqs, test_seqs, chosen)
-        used = {d for d in static.values()} | set(combos[:budget]) | {arbiter}
-        states = _restricted(states, used)
+        states.select(set(static.values()) | set(combos[:budget]) | {arbiter})
         rows = _run_requests(
             console,
             {True: engine, False: plain},
@@ -283,12 +282,6 @@ def _prefix(engine: Engine, messages: Sequence[tuple[str, str]]) -> list[int]:
     return render_tokens(engine, messages, generation=False)
 
 
-def _restricted(states: PrefixStates, digests: set[str]) -> PrefixStates:
-    """`states` limited to `digests` (the budget in use); other files stay on disk."""
-    states.select(digests)
-    return states
-
-
 def _coverage(
     states: PrefixStates,
     static: dict[tuple[str, ...], str],
@@ -341,6 +334,7 @@ def _run_requests(
                 False: planner_messages(shown, req.request_text, examples=dynamic[:k_baseline]),
                 True: weaver.messages(req.request_text, selected, dynamic=dynamic[:k_weave]),
             }
+            tokens = {w: render_tokens(engines[True], m) for w, m in prompts.items()}
             grammars = {False: plan_grammar(shown), True: plan_grammar(list(weaver.catalogue))}
             order = CONFIGS[i % len(CONFIGS) :] + CONFIGS[: i % len(CONFIGS)]
             for config in order:
@@ -348,7 +342,7 @@ def _run_requests(
                 engine = engines[config.invariant]
                 planner = run_stage(
                     engine,
-                    render_tokens(engine, msgs),
+                    tokens[config.weave],
                     config=config,
                     grammar=grammars[config.weave],
                     examples=[text for _, text in msgs[1:-1]],

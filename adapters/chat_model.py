@@ -304,7 +304,8 @@ class ChatToolweave(BaseChatModel):
                 return
             caller = self._caller(plan.specs, system, max_calls)
             msgs = template_messages(rest, caller.fmt)
-            self._restore(eng, caller.prompt_tokens(msgs))
+            if self._stores_states:
+                self._restore(eng, caller.prompt_tokens(msgs))
             text = plan.kind == "auto" and not self._wants_call(caller, rest, msgs)
             if not text and plan.kind == "auto" and self.auto_calls == "user_turn":
                 earlier = _calls_since_user(rest)
@@ -332,15 +333,18 @@ class ChatToolweave(BaseChatModel):
             for ev in caller.events(msgs, self.mode):
                 yield ev, caller
 
+    @property
+    def _stores_states(self) -> bool:
+        return self.state_store is not None and self.reuse_prompt_cache
+
     def _restore(self, eng: Engine, prompt: list[int]) -> None:
         """Start `prompt` from the state store's longest saved prefix (no-op without one).
 
         The decoder then finds the prompt cached and only runs its last token again."""
-        store = self.state_store
-        if store is None or not self.reuse_prompt_cache:
+        if not self._stores_states:
             return
-        store.prefill(eng, 0, prompt, self.max_tokens)
-        record = store.last
+        self.state_store.prefill(eng, 0, prompt, self.max_tokens)
+        record = self.state_store.last
         if self.observer is not None and record is not None:
             self.observer(
                 "prompt_cache",

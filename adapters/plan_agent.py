@@ -53,6 +53,9 @@ class PlanRound:
     decision: ArbiterDecision
     planner_s: float
     arbiter_s: float
+    #: The (role, text) messages the Planner and the Arbiter were given.
+    planner_messages: tuple[tuple[str, str], ...] = ()
+    arbiter_messages: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,16 @@ class PlanOutAgent:
             self._arbiter_kwargs = {"grammar": arbiter_grammar()}
 
     # ------------------------------------------------------------ public
+    @property
+    def planner_kwargs(self) -> dict[str, Any]:
+        """What the Planner's model is bound with (its grammar on `ChatToolweave`)."""
+        return dict(self._plan_kwargs)
+
+    @property
+    def arbiter_kwargs(self) -> dict[str, Any]:
+        """What the Arbiter's model is bound with (its grammar on `ChatToolweave`)."""
+        return dict(self._arbiter_kwargs)
+
     def run(self, query: str) -> PlanOutResult:
         """Answer `query` (blocking)."""
         return anyio.run(self.arun, query)
@@ -149,19 +162,20 @@ class PlanOutAgent:
         self._emit("plan_done", {"plan": plan_text, "ok": run.ok, "planner_s": planner_s})
         t1 = time.perf_counter()
         self._emit("arbiter_start", {})
+        arbiter_msgs = arbiter_messages(query, plan_text, run.observations_text())
         arbiter_text = "".join(
-            [d async for d in self._stream_text(
-                arbiter_messages(query, plan_text, run.observations_text()),
-                self._arbiter_kwargs,
-            )]
-        )  # fmt: skip
+            [d async for d in self._stream_text(arbiter_msgs, self._arbiter_kwargs)]
+        )
         decision = parse_arbiter(arbiter_text)
         arbiter_s = time.perf_counter() - t1
         self._emit(
             "arbiter_done",
             {"finish": decision.finish, "answer": decision.answer, "thought": decision.thought},
         )
-        return PlanRound(plan_text, run, arbiter_text, decision, planner_s, arbiter_s)
+        return PlanRound(
+            plan_text, run, arbiter_text, decision, planner_s, arbiter_s,
+            tuple(msgs), tuple(arbiter_msgs),
+        )  # fmt: skip
 
     async def _stream_text(
         self, msgs: Sequence[tuple[str, str]], kwargs: Mapping[str, Any]

@@ -31,9 +31,9 @@ __all__ = ["run"]
 
 #: Agent graph steps (model and tool nodes) before a run is stopped.
 MAX_STEPS = 16
-#: One LLM call of the plan-out agent: its messages, "planner" or "arbiter", its grammar,
-#: and what it cost in this run ("stats", "ms", "text").
-LLMCall = tuple[list[tuple[str, str]], str, str, dict[str, Any]]
+#: One LLM call of the plan-out agent: its messages, "planner" or "arbiter", what the
+#: model was bound with (its grammar), and what it cost in this run ("stats", "ms", "text").
+LLMCall = tuple[tuple[tuple[str, str], ...], str, dict[str, Any], dict[str, Any]]
 #: Where `toolweave run` keeps saved prompt states between runs (`--prompt-cache`).
 PROMPT_CACHE = Path.home() / ".cache" / "toolweave" / "prompt-states"
 
@@ -241,20 +241,19 @@ def _run_plan(
 ) -> tuple[str, dict[str, Any], list[LLMCall]]:
     from toolweave.adapters.chat_model import ChatToolweave
     from toolweave.adapters.plan_agent import PlanOutAgent
-    from toolweave.plan_grammar import arbiter_grammar, plan_grammar
-    from toolweave.plan_prompts import arbiter_messages, planner_messages
 
-    done: list[dict[str, Any]] = []
+    done: list[dict[str, Any]] = []  # the cost of each model message, in order
+    cache_ms = [0.0]  # the state store's prefill before the message being decoded
 
     def observe(kind: str, data: Mapping[str, Any]) -> None:
         trace(kind, data)
         if kind == "prompt_cache":
-            done.append({"cache_ms": data["ms"]})
+            cache_ms[0] = data["ms"]
         elif kind == "model_done":
             stats = data["stats"]
-            cache_ms = done.pop()["cache_ms"] if done and "stats" not in done[-1] else 0.0
-            ms = cache_ms + stats["prompt_ms"] + stats["total_ms"]
+            ms = cache_ms[0] + stats["prompt_ms"] + stats["total_ms"]
             done.append({"stats": stats, "ms": ms, "text": data.get("text", "")})
+            cache_ms[0] = 0.0
 
     chat = ChatToolweave(
         model=model, max_tokens=max(max_tokens, 256), observer=observe, state_store=store
@@ -264,18 +263,15 @@ def _run_plan(
     _keep_last_prompt(chat, store)
     tasks = sum(len(r.run.records) for r in result.rounds)
     summary = {"rounds": len(result.rounds), "tool_calls": tasks, "finished": result.finished}
-    # What each LLM call saw (prompt, grammar) and cost, for --compare.
-    specs = [t.spec for t in hub.tools]
-    grammars = {"planner": plan_grammar(specs), "arbiter": arbiter_grammar()}  # the agent's
+    # What each LLM call saw and cost, for --compare.
     calls: list[LLMCall] = []
-    previous: list[tuple[str, str]] = []
     for r in result.rounds:
-        plan_msgs = planner_messages(specs, request, examples=examples, previous=previous)
-        arb_msgs = arbiter_messages(request, r.plan_text, r.run.observations_text())
-        for msgs, kind in ((plan_msgs, "planner"), (arb_msgs, "arbiter")):
+        for msgs, kind, bound in (
+            (r.planner_messages, "planner", agent.planner_kwargs),
+            (r.arbiter_messages, "arbiter", agent.arbiter_kwargs),
+        ):
             cost = done[len(calls)] if len(calls) < len(done) else {}
-            calls.append((msgs, kind, grammars[kind], cost))
-        previous.append((r.plan_text, r.run.observations_text()))
+            calls.append((msgs, kind, bound, cost))
     return result.answer, summary, calls
 
 
@@ -341,8 +337,8 @@ def _compare_plan(
     trace.note("comparing: the same prompts prefilled from scratch, decoded the same way")
     baseline = ChatToolweave(model=model, max_tokens=max(max_tokens, 256), reuse_prompt_cache=False)
     rows: list[dict[str, Any]] = []
-    for msgs, kind, grammar, ours in calls:
-        again = baseline.bind(grammar=grammar).invoke(list(msgs))
+    for msgs, kind, bound, ours in calls:
+        again = baseline.bind(**bound).invoke(list(msgs))
         base = again.response_metadata["stats"]
         mine = ours.get("stats", {})
         rows.append(

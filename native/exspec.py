@@ -25,13 +25,12 @@ import time
 from collections.abc import Iterator, Sequence
 
 import numpy as np
-from numpy.typing import NDArray
 
 from toolweave.native.calibration import CostTable, engine_costs
 from toolweave.native.constraints import TokenMatcher, vocabulary_for
 from toolweave.native.engine import BatchToken, Engine
 from toolweave.native.prompt_cache import prefill_prompt
-from toolweave.native.textgen import _stop_at, text_done  # one stop rule, one result
+from toolweave.native.textgen import _stop_at, greedy_token, text_done  # shared rules
 from toolweave.ngram import AcceptanceRate, NgramTable, draft_length
 from toolweave.results import CallEvent
 
@@ -90,7 +89,7 @@ def generate_with_exspec(
         context_len = table.context_len if table is not None else 0
         history = list(prompt[max(0, len(prompt) - context_len) :])  # lookup context only
         tokens: list[int] = []
-        new = [_choose(matcher, pre.logits)]
+        new = [greedy_token(matcher, pre.logits)]
         utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
         text = ""
         reason = "length"
@@ -134,7 +133,7 @@ def generate_with_exspec(
                 pos = len(prompt) + len(tokens) - 1
                 budget = min(max_draft, max_tokens - len(tokens) - 1)
                 forced = matcher.forced()[: max_tokens - len(tokens)] if jump and matcher else []
-                if forced:
+                if forced and matcher is not None:
                     new = _jump(engine, seq, pos, tokens[-1], forced, matcher)
                     forced_total += len(forced)
                     continue
@@ -144,7 +143,7 @@ def generate_with_exspec(
                 k = draft_length(pass_ms, rate.rate, max_len=len(draft))
                 if k == 0:
                     logits = engine.forward([BatchToken(tokens[-1], pos, (seq,), True)])[0]
-                    new = [_choose(matcher, logits)]
+                    new = [greedy_token(matcher, logits)]
                     if draft:  # a free observation: would the draft's first token have passed?
                         hit = draft[0] == new[0]
                         rate = rate.observe(int(hit), not hit)
@@ -165,27 +164,20 @@ def generate_with_exspec(
     )  # fmt: skip
 
 
-def _choose(matcher: TokenMatcher | None, logits: NDArray[np.float32]) -> int:
-    """The greedy token, among the grammar's allowed ones when there is a grammar."""
-    return matcher.best(logits) if matcher is not None else int(np.argmax(logits))
-
-
 def _jump(
     engine: Engine,
     seq: int,
     pos: int,
     pending: int,
     forced: list[int],
-    matcher: TokenMatcher | None,
+    matcher: TokenMatcher,
 ) -> list[int]:
     """Forward `pending` and the `forced` tokens in one pass (logits for the last only);
     return the forced tokens and the constrained greedy token after them. The matcher is
     left where it was: the caller consumes what it emits."""
-    items = [BatchToken(t, pos + i, (seq,), False) for i, t in enumerate([pending, *forced])]
-    items[-1] = BatchToken(items[-1].token, items[-1].pos, (seq,), True)
+    run = [pending, *forced]
+    items = [BatchToken(t, pos + i, (seq,), i == len(forced)) for i, t in enumerate(run)]
     logits = engine.forward(items)[0]
-    if matcher is None:
-        return [*forced, int(np.argmax(logits))]
     matcher.consume_many(forced)
     try:
         nxt = matcher.best(logits)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from toolweave.checkpoint_policy import common_prefix
 from toolweave.errors import EngineError
 from toolweave.native.engine import Engine
 from toolweave.native.state_store import model_fingerprint
@@ -145,7 +146,7 @@ class PrefixStates:
         t0 = time.perf_counter()
         entry = self.longest(prompt)
         cached = engine.seq_tokens.get(seq, [])
-        have = _common(cached, prompt)
+        have = common_prefix(cached, prompt)
         if entry is None or entry.n_tokens <= have:
             return Restored(0, (time.perf_counter() - t0) * 1000)
         tokens = engine.state_load_file(seq, self.root / entry.file)
@@ -190,17 +191,9 @@ def _digest(tokens: Sequence[int]) -> str:
     return hashlib.sha256(np.asarray(tokens, dtype=np.int32).tobytes()).hexdigest()[:32]
 
 
-def _common(a: Sequence[int], b: Sequence[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
-
-
 def _extend(engine: Engine, seq: int, tokens: list[int]) -> None:
     """Leave exactly `tokens` in `seq`, prefilling only what the sequence lacks."""
-    keep = _common(engine.seq_tokens.get(seq, []), tokens)
+    keep = common_prefix(engine.seq_tokens.get(seq, []), tokens)
     engine.seq_remove(seq, keep)
     engine.seq_tokens[seq] = tokens[:keep]
     if keep < len(tokens):

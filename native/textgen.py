@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator, Sequence
 
 import numpy as np
+from numpy.typing import NDArray
 
 from toolweave.native.constraints import TokenMatcher, vocabulary_for
 from toolweave.native.engine import BatchToken, Engine
@@ -64,7 +65,7 @@ def generate_text(
                 if not tokens and not_first:
                     logits = logits.copy()
                     logits[list(not_first)] = -np.inf
-                token = matcher.best(logits) if matcher is not None else int(np.argmax(logits))
+                token = greedy_token(matcher, logits)
                 if engine.is_eog(token):
                     reason = "stop"
                     break
@@ -95,6 +96,11 @@ def generate_text(
     yield text_done(
         pre, prompt, tokens, text, reason, passes, prefill_passes, total_ms, t_first, mode
     )
+
+
+def greedy_token(matcher: TokenMatcher | None, logits: NDArray[np.float32]) -> int:
+    """The greedy token, among the grammar's allowed ones when there is a grammar."""
+    return matcher.best(logits) if matcher is not None else int(np.argmax(logits))
 
 
 def text_done(
