@@ -55,7 +55,11 @@ def children() -> set[int]:
     """Live (not zombie) child processes of this test process."""
     pids: set[int] = set()
     for task in Path(f"/proc/{os.getpid()}/task").iterdir():
-        pids.update(int(pid) for pid in (task / "children").read_text().split())
+        try:
+            listed = (task / "children").read_text()
+        except FileNotFoundError:  # a thread that ended while we looked
+            continue
+        pids.update(int(pid) for pid in listed.split())
     return {pid for pid in pids if _alive(pid)}
 
 
