@@ -192,7 +192,9 @@ def render_serving(doc: Doc) -> list[str]:
         out.append(
             f"Idle release: resident memory {idle['rss_loaded_mb']:.0f} MB loaded, "
             f"{idle['rss_released_mb']:.0f} MB released; the first request after a release "
-            f"pays {idle['penalty_ms']:.0f} ms ({idle['penalty_vs_step']:.0%} of a step)."
+            f"pays {idle['penalty_ms']:.0f} ms ({idle['penalty_vs_step']:.1%} of a step), of "
+            f"which recreating the context takes {idle.get('acquire_ms', 0.0):.0f} ms "
+            f"(huge pages {'on' if idle.get('huge_pages') else 'off'})."
         )
     return out
 

@@ -43,6 +43,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from toolweave.adapters.launch import huge_pages_active
 from toolweave.adapters.plotting import pyplot
 from toolweave.bfcl_multi_turn import load_multi_turn
 from toolweave.checkpoint_policy import common_prefix
@@ -166,13 +167,15 @@ def _idle_probe(
     trace: Sequence[TraceStep],
     prompts: Sequence[list[int]],
     probes: Sequence[int],
-    repeats: int = 3,
+    repeats: int = 5,
 ) -> dict[str, Any]:
     """Unseen requests served warm and right after an idle release, on the same store.
 
     For each probe j (never sent before) and the same agent's previous request i, `repeats`
     times: i, j (warm), i, release, j (after release); the states each j run creates are
-    discarded, so j stays unseen. Medians per probe.
+    discarded, so j stays unseen. The penalty is the median over all probes and repeats of
+    the paired difference (after release - warm), so slow drift on this noisy CPU cancels;
+    `acquire_ms` is the part spent recreating the context.
     """
     releaser = IdleReleaser(tw.engine, idle_s=0.0, store=tw.store)
 
@@ -192,6 +195,7 @@ def _idle_probe(
         i, session = earlier[-1], trace[j].session
         warm: list[StepRun] = []
         cold: list[StepRun] = []
+        acquire_ms: list[float] = []
         records = []
         for _ in range(repeats):
             tw.step(prompts[i], session)
@@ -199,15 +203,16 @@ def _idle_probe(
             tw.step(prompts[i], session)
             records.append(releaser.release_now())
             cold.append(fresh(prompts[j], session))
-        warm_ms = statistics.median(r.ms for r in warm)
-        cold_ms = statistics.median(r.ms for r in cold)
+            acquire_ms.append(tw.engine.last_acquire_ms or 0.0)
+        diffs = [c.ms - w.ms for w, c in zip(warm, cold, strict=True)]
         rows.append(
             {
                 "step": j,
-                "warm_ms": warm_ms,
-                "after_release_ms": cold_ms,
-                "penalty_ms": cold_ms - warm_ms,
-                "penalty_vs_step": (cold_ms - warm_ms) / warm_ms,
+                "warm_ms": statistics.median(r.ms for r in warm),
+                "after_release_ms": statistics.median(r.ms for r in cold),
+                "penalties_ms": diffs,
+                "penalty_ms": statistics.median(diffs),
+                "acquire_ms": statistics.median(acquire_ms),
                 "new_tokens_warm": warm[0].new_tokens,
                 "new_tokens_after_release": cold[0].new_tokens,
                 "same_output": all(c.text == warm[0].text for c in warm + cold),
@@ -218,14 +223,19 @@ def _idle_probe(
             }
         )
     if not rows:
-        return {"probes": []}
+        return {"probes": [], "huge_pages": huge_pages_active()}
+    warm_ms = statistics.median(r["warm_ms"] for r in rows)
+    penalty_ms = statistics.median(d for r in rows for d in r["penalties_ms"])
     return {
         "probes": rows,
+        "huge_pages": huge_pages_active(),
+        "repeats": repeats,
         "rss_loaded_mb": statistics.median(r["rss_loaded_mb"] for r in rows),
         "rss_released_mb": statistics.median(r["rss_released_mb"] for r in rows),
-        "warm_ms": statistics.median(r["warm_ms"] for r in rows),
-        "penalty_ms": statistics.median(r["penalty_ms"] for r in rows),
-        "penalty_vs_step": statistics.median(r["penalty_vs_step"] for r in rows),
+        "warm_ms": warm_ms,
+        "penalty_ms": penalty_ms,
+        "penalty_vs_step": penalty_ms / warm_ms,
+        "acquire_ms": statistics.median(r["acquire_ms"] for r in rows),
         "same_output": all(r["same_output"] for r in rows),
     }
 
@@ -491,5 +501,7 @@ def _print(report: dict[str, Any], console: Console) -> None:
         console.print(
             f"idle release: RSS {idle['rss_loaded_mb']:.0f} MB loaded -> "
             f"{idle['rss_released_mb']:.0f} MB released; first request after release "
-            f"+{idle['penalty_ms']:.1f} ms ({idle['penalty_vs_step']:.1%} of a step)"
+            f"+{idle['penalty_ms']:.1f} ms ({idle['penalty_vs_step']:.1%} of a step; "
+            f"recreating the context {idle.get('acquire_ms', 0.0):.1f} ms, huge pages "
+            f"{'on' if idle.get('huge_pages') else 'off'})"
         )

@@ -13,6 +13,7 @@ import ctypes
 import functools
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,6 +143,7 @@ class Engine:
         self.n_threads_batch = batch_threads
         self._n_ctx_wanted = n_ctx
         self._released = False
+        self.last_acquire_ms: float | None = None
         self._open_context()
         self.n_ctx: int = llama_cpp.llama_n_ctx(self.ctx)
         self.counters = EngineCounters()
@@ -215,11 +217,17 @@ class Engine:
             self._released = True
 
     def acquire(self) -> None:
-        """Recreate the context after `release()` (a no-op when it is live)."""
+        """Recreate the context after `release()` (a no-op when it is live).
+
+        `last_acquire_ms` keeps how long the re-creation took: mostly llama.cpp clearing
+        the KV buffer, i.e. page faults over n_ctx cells (see `toolweave.adapters.launch`).
+        """
         with self.lock:
             if self._released:
+                start = time.perf_counter()
                 self._open_context()
                 self._released = False
+                self.last_acquire_ms = (time.perf_counter() - start) * 1000
 
     def __enter__(self) -> Engine:
         return self

@@ -80,8 +80,10 @@ def test_released_engine_recreates_its_context_on_demand(own_engine: Engine) -> 
     eng.release()  # idempotent
     assert eng.released and eng.seq_len(0) == 0 and eng.seq_tokens == {}
     eng.seq_remove(0)  # sequence operations need no context
+    assert eng.last_acquire_ms is None  # never recreated yet
     got = eng.prefill(0, tokens)  # the pass recreates the context
     assert not eng.released
+    assert eng.last_acquire_ms is not None and eng.last_acquire_ms > 0
     assert np.array_equal(got, expected)
     eng.close()
     with pytest.raises(EngineError):
