@@ -66,7 +66,7 @@ SUITES: dict[str, Suite] = {
             "The five decoding modes on the same BFCL v4 calls (simple, multiple, parallel, "
             "parallel_multiple), interleaved per call: time until the tool can start, total "
             "time, decode passes, correctness, and agreement with `constrained`.",
-            ("--calls", "40"),
+            ("--calls", "100"),
             255.0,  # ~6 s per call in five modes, plus loading
             render_fastpath,
         ),

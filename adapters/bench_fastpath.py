@@ -6,8 +6,10 @@ Cases are sampled uniformly over the number of ground-truth arguments from simpl
 multiple, parallel and parallel_multiple. Every case runs in every mode back to back (the
 order alternates per case); times are measured from the end of the prompt prefill, which
 all modes share. Reported per mode: geometric means of time to tool start and total time,
-decode passes per call, BFCL-style correctness, agreement with `constrained`, and the
-phase breakdown of `fast`; speedups are ratios of geometric means.
+decode passes per call, BFCL-style correctness, agreement with `constrained`, peak
+resident memory (VmHWM, reset before each call), and the phase breakdown of `fast`;
+speedups are ratios of geometric means. `lossless` also runs with SchemaFill forecasts off,
+so what they add (speedup, passes, acceptance) is reported per group of categories.
 """
 
 from __future__ import annotations
@@ -29,29 +31,66 @@ from toolweave.models import MODELS, resolve_model
 from toolweave.native.caller import ToolCaller
 from toolweave.native.engine import Engine
 from toolweave.native.grammar_baseline import GrammarBaseline
+from toolweave.native.idle import peak_resident_bytes, reset_peak_resident, resident_bytes
 from toolweave.results import MODES, CallResult
 from toolweave.scoring import match_calls
 
 __all__ = ["CATEGORIES", "bench_fastpath"]
 
 CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple")
+#: `lossless` with forecasting switched off, run beside the modes.
+NO_FORECAST = "lossless_no_forecast"
 
 
 def _run_case(
-    engine: Engine, baseline: GrammarBaseline, case: BfclCase, index: int, max_tokens: int
+    engine: Engine,
+    baseline: GrammarBaseline,
+    case: BfclCase,
+    index: int,
+    max_tokens: int,
+    memory: dict[str, list[tuple[int, int]]],
 ) -> dict[str, CallResult]:
     several = case.category.startswith("parallel")
-    caller = ToolCaller(engine, case.tools, max_calls=None if several else 1, max_tokens=max_tokens)
+    calls = None if several else 1
+    caller = ToolCaller(engine, case.tools, max_calls=calls, max_tokens=max_tokens)
+    # The same lossless decoder without SchemaFill forecasts: what forecasting adds.
+    plain = ToolCaller(engine, case.tools, max_calls=calls, max_tokens=max_tokens, forecast=False)
     request = [dict(m) for m in case.messages]
     caller.call(request, "jump")  # prefill the prompt once, untimed, for every mode
-    order = list(MODES) if index % 2 == 0 else list(reversed(MODES))
+    runs = [*MODES, NO_FORECAST]
+    order = runs if index % 2 == 0 else list(reversed(runs))
     results: dict[str, CallResult] = {}
     for mode in order:
+        measured = reset_peak_resident()
+        before = resident_bytes()
         if mode == "grammar":
             results[mode] = baseline.call(caller, request)
+        elif mode == NO_FORECAST:
+            results[mode] = plain.call(request, "lossless")
         else:
             results[mode] = caller.call(request, mode)
+        if measured:  # (peak during the call, its increase over the resident memory before)
+            peak = peak_resident_bytes()
+            memory.setdefault(mode, []).append((peak, peak - before))
     return results
+
+
+def _memory_summary(memory: dict[str, list[tuple[int, int]]]) -> dict[str, Any] | None:
+    """Per mode: the highest peak resident memory of any call, and the largest rise a
+    call caused above the memory resident when it started (both MB); None if unmeasured."""
+    if not set(MODES) <= set(memory):
+        return None
+    mb = 1024 * 1024
+    out = {
+        mode: {
+            "peak_mb": max(p for p, _ in memory[mode]) / mb,
+            "max_rise_mb": max(r for _, r in memory[mode]) / mb,
+        }
+        for mode in MODES
+    }
+    for m in out.values():
+        m["peak_vs_constrained_mb"] = m["peak_mb"] - out["constrained"]["peak_mb"]
+    return out
 
 
 def _summary(cases: Sequence[BfclCase], runs: Sequence[dict[str, CallResult]]) -> dict[str, Any]:
@@ -86,10 +125,52 @@ def _summary(cases: Sequence[BfclCase], runs: Sequence[dict[str, CallResult]]) -
     lossless_equal = sum(r["lossless"].tokens == r["jump"].tokens for r in runs)
     return {
         "modes": modes,
+        "forecast": _forecast_summary(cases, runs),
         "by_arguments": _by_arguments(cases, runs),
         "lossless_equals_jump": lossless_equal,
         "calls": len(runs),
     }
+
+
+def _to_tool(result: CallResult) -> float:
+    return result.stats.time_to_tool_ms or result.stats.total_ms
+
+
+def _forecast_summary(
+    cases: Sequence[BfclCase], runs: Sequence[dict[str, CallResult]]
+) -> dict[str, dict[str, float]]:
+    """What SchemaFill forecasts add to `lossless`, per group of categories: speedups of
+    geometric-mean total time and time to tool over `lossless` without them, decode
+    passes per call, and the share of forecast tokens the model accepted."""
+    groups = {
+        "parallel": [i for i, c in enumerate(cases) if c.category.startswith("parallel")],
+        "single": [i for i, c in enumerate(cases) if not c.category.startswith("parallel")],
+        "all": list(range(len(cases))),
+    }
+    out: dict[str, dict[str, float]] = {}
+    for name, idx in groups.items():
+        if not idx:
+            continue
+        on = [runs[i]["lossless"] for i in idx]
+        off = [runs[i][NO_FORECAST] for i in idx]
+        drafted = sum(r.stats.forecast_drafted_tokens for r in on)
+        out[name] = {
+            "calls": len(idx),
+            "speedup_total": geomean([r.stats.total_ms for r in off])
+            / geomean([r.stats.total_ms for r in on]),
+            "speedup_time_to_tool": geomean(
+                [r.stats.time_to_tool_ms or r.stats.total_ms for r in off]
+            )
+            / geomean([r.stats.time_to_tool_ms or r.stats.total_ms for r in on]),
+            "passes": sum(r.stats.decode_passes for r in on) / len(idx),
+            "passes_without": sum(r.stats.decode_passes for r in off) / len(idx),
+            "forecast_tokens": drafted / len(idx),
+            "acceptance": sum(r.stats.forecast_accepted_tokens for r in on) / drafted
+            if drafted
+            else 0.0,
+            "same_tokens": sum(a.tokens == b.tokens for a, b in zip(on, off, strict=True)),
+        }
+    return out
 
 
 def _by_arguments(
@@ -161,13 +242,14 @@ def bench_fastpath(
     cases = sample_cases(CATEGORIES, calls, seed=seed)
     console = Console(highlight=False, stderr=True)
     runs: list[dict[str, CallResult]] = []
+    memory: dict[str, list[tuple[int, int]]] = {}
     with Engine(resolve_model(model), n_ctx=4096) as engine:
         baseline = GrammarBaseline(engine)
         try:
             with console.status("") as status:
                 for i, case in enumerate(cases):
                     status.update(f"BFCL case {i + 1}/{len(cases)} ({case.id})")
-                    runs.append(_run_case(engine, baseline, case, i, max_tokens))
+                    runs.append(_run_case(engine, baseline, case, i, max_tokens, memory))
         finally:
             baseline.close()
         name = engine.model_name
@@ -179,18 +261,22 @@ def bench_fastpath(
         "categories": CATEGORIES,
         "cases": [c.id for c in cases],
         **summary,
+        "memory": _memory_summary(memory),
     }
     json_out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     if plot is not None:
         _plot(summary, plot, f"{name}: {len(cases)} BFCL calls")
-    _print(summary, Console(highlight=False))
+    _print({**summary, "memory": report["memory"]}, Console(highlight=False))
 
 
 def _print(summary: dict[str, Any], console: Console) -> None:
     table = Table(title=f"{summary['calls']} BFCL calls (geometric means)")
-    for col in ("mode", "to tool ms", "total ms", "x to tool", "passes", "correct", "= constr."):
+    memory = summary.get("memory") or {}
+    cols = ("mode", "to tool ms", "total ms", "x to tool", "passes", "correct", "= constr.")
+    for col in (*cols, "peak MB"):
         table.add_column(col, justify="right")
     for mode, m in summary["modes"].items():
+        peak = memory.get(mode)
         table.add_row(
             mode,
             f"{m['time_to_tool_ms']:.0f}",
@@ -199,6 +285,14 @@ def _print(summary: dict[str, Any], console: Console) -> None:
             f"{m['decode_passes']:.1f}",
             f"{m['correct']:.0%}",
             f"{m['agree_with_constrained']:.0%}",
+            f"{peak['peak_mb']:.0f} ({peak['peak_vs_constrained_mb']:+.1f})" if peak else "-",
         )
     console.print(table)
     console.print(f"lossless == jump on {summary['lossless_equals_jump']}/{summary['calls']} calls")
+    for group, f in summary.get("forecast", {}).items():
+        console.print(
+            f"forecasts ({group}, {f['calls']} calls): lossless x{f['speedup_total']:.2f} total "
+            f"time, passes {f['passes']:.1f} vs {f['passes_without']:.1f} without, "
+            f"{f['acceptance']:.0%} of {f['forecast_tokens']:.1f} forecast tokens accepted, "
+            f"same tokens {f['same_tokens']}/{f['calls']}"
+        )

@@ -149,13 +149,48 @@ def render_fastpath(doc: Doc) -> list[str]:
         for mode, m in doc["modes"].items()
     ]
     headers = ["mode", "time to tool ms", "total ms", "x to tool", "x total", "decode passes"]
-    return [
+    memory = doc.get("memory") or {}
+    if memory:
+        for row, mode in zip(rows, doc["modes"], strict=True):
+            m = memory[mode]
+            row.append(f"{m['peak_mb']:.0f} ({m['peak_vs_constrained_mb']:+.1f})")
+    out = [
         f"{doc['calls']} BFCL v4 calls ({', '.join(doc['categories'])}); geometric means, "
-        "speedups against `constrained`:",
-        md_table([*headers, "correct", "same as constrained"], rows),
+        "speedups against `constrained`"
+        + (
+            "; peak resident memory per call, and its difference to `constrained`:"
+            if memory
+            else ":"
+        ),
+        md_table(
+            [*headers, "correct", "same as constrained", *(["peak MB"] if memory else [])], rows
+        ),
         f"`lossless` equals `jump` token for token on {doc['lossless_equals_jump']}/"
         f"{doc['calls']} calls.",
     ]
+    forecast = doc.get("forecast") or {}
+    if forecast:
+        out.append(
+            "SchemaFill forecasts (`lossless` with and without them, same calls, interleaved):"
+        )
+        out.append(
+            md_table(
+                ["calls", "n", "x total", "x to tool", "passes", "passes without", "accepted"],
+                [
+                    [
+                        group,
+                        f["calls"],
+                        f"x{f['speedup_total']:.2f}",
+                        f"x{f['speedup_time_to_tool']:.2f}",
+                        f["passes"],
+                        f["passes_without"],
+                        f"{f['acceptance']:.0%} of {f['forecast_tokens']:.1f}",
+                    ]
+                    for group, f in forecast.items()
+                ],
+            )
+        )
+    return out
 
 
 def render_serving(doc: Doc) -> list[str]:

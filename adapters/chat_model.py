@@ -40,6 +40,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 
 from toolweave.adapters.chat_messages import (
     ai_message,
+    message_text,
     split_system,
     template_messages,
     usage_metadata,
@@ -54,6 +55,7 @@ from toolweave.formats import format_for_chat_template
 from toolweave.models import resolve_model
 from toolweave.native.caller import ToolCaller
 from toolweave.native.engine import Engine
+from toolweave.native.exspec import exspec_table, generate_with_exspec
 from toolweave.native.textgen import first_token, generate_text
 from toolweave.prompt import render_chat
 from toolweave.readonly import with_read_only
@@ -259,6 +261,28 @@ class ChatToolweave(BaseChatModel):
         return eng.tokenize(text)
 
     # ------------------------------------------------------------ decoding
+    def _grammar_text(
+        self,
+        prompt: list[int],
+        plan: _Plan,
+        rest: Sequence[BaseMessage],
+        kwargs: Mapping[str, Any],
+    ) -> Iterator[CallEvent]:
+        """Text under a bound grammar. With ``bind(exspec=[example texts])`` and a mode
+        past `constrained`, ExSpec drafts from an n-gram table of those examples and the
+        last user message, verified so the tokens equal plain greedy decoding's."""
+        examples = kwargs.get("exspec")
+        grammar = plan.extra["grammar"]
+        if examples is None or self.mode == "constrained":
+            return generate_text(self.engine, prompt, max_tokens=self.max_tokens, grammar=grammar)
+        if isinstance(examples, str) or not all(isinstance(e, str) for e in examples):
+            raise ToolweaveError("bind(exspec=...) takes a list of example texts")
+        query = next((message_text(m) for m in reversed(rest) if isinstance(m, HumanMessage)), "")
+        table = exspec_table(self.engine, list(examples), query)
+        return generate_with_exspec(
+            self.engine, prompt, table=table, max_tokens=self.max_tokens, grammar=grammar
+        )
+
     def _events(
         self, messages: Sequence[BaseMessage], **kwargs: Any
     ) -> Iterator[tuple[CallEvent, ToolCaller | None]]:
@@ -289,10 +313,7 @@ class ChatToolweave(BaseChatModel):
             if plan.kind == "grammar":  # text under a caller's grammar (model.bind(grammar=))
                 prompt = self._render(system, rest)
                 self._restore(eng, prompt)
-                for ev in generate_text(
-                    eng, prompt, max_tokens=self.max_tokens, grammar=plan.extra["grammar"]
-                ):
-                    yield ev, None
+                yield from ((ev, None) for ev in self._grammar_text(prompt, plan, rest, kwargs))
                 return
             if plan.kind == "json":
                 spec = ToolSpec.from_dict({"name": "output", "parameters": plan.schema})

@@ -31,6 +31,7 @@ from toolweave.plan import PlanStreamParser, PlanTask
 from toolweave.plan_executor import PlanRun, TaskEvent, execute_plan
 from toolweave.plan_grammar import arbiter_grammar, plan_grammar
 from toolweave.plan_prompts import (
+    ARBITER_EXAMPLES,
     ArbiterDecision,
     arbiter_messages,
     parse_arbiter,
@@ -96,8 +97,16 @@ class PlanOutAgent:
         self._arbiter_kwargs: dict[str, Any] = {}
         if isinstance(model, ChatToolweave):  # grammars keep a tiny model's output well formed
             specs = list(self.specs.values())
-            self._plan_kwargs = {"grammar": plan_grammar(specs, max_tasks=max_tasks)}
-            self._arbiter_kwargs = {"grammar": arbiter_grammar()}
+            # ExSpec drafts from the worked examples each prompt shows (Agent-X); the
+            # output stays the greedy one, so this only changes how fast it is decoded.
+            self._plan_kwargs = {
+                "grammar": plan_grammar(specs, max_tasks=max_tasks),
+                "exspec": [f"{q}\n{plan}" for q, plan in self.examples],
+            }
+            self._arbiter_kwargs = {
+                "grammar": arbiter_grammar(),
+                "exspec": [f"{q}\n{answer}" for q, answer in ARBITER_EXAMPLES],
+            }
 
     # ------------------------------------------------------------ public
     @property

@@ -331,14 +331,16 @@ def _compare_plan(
     calls: Sequence[LLMCall], model: str | None, max_tokens: int, trace: RunTrace
 ) -> dict[str, Any]:
     """Run the Planner's and Arbiter's prompts again the plain way: every prompt prefilled
-    from scratch (no saved or live state), greedy decoding under the same grammar."""
+    from scratch (no saved or live state), greedy decoding under the same grammar without
+    ExSpec drafts."""
     from toolweave.adapters.chat_model import ChatToolweave
 
     trace.note("comparing: the same prompts prefilled from scratch, decoded the same way")
     baseline = ChatToolweave(model=model, max_tokens=max(max_tokens, 256), reuse_prompt_cache=False)
     rows: list[dict[str, Any]] = []
     for msgs, kind, bound, ours in calls:
-        again = baseline.bind(**bound).invoke(list(msgs))
+        plain = {k: v for k, v in bound.items() if k != "exspec"}
+        again = baseline.bind(**plain).invoke(list(msgs))
         base = again.response_metadata["stats"]
         mine = ours.get("stats", {})
         rows.append(

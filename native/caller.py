@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from toolweave.callgrammar import call_grammar, value_grammar
 from toolweave.errors import CallFormatError, ConstraintError, ToolSpecError
+from toolweave.forecast import CallForecast, ToolRanking
 from toolweave.formats import CallFormat, format_for_chat_template, get_format
 from toolweave.native.calibration import CostTable, engine_costs
 from toolweave.native.constraints import TokenMatcher, vocabulary_for
@@ -21,6 +23,7 @@ from toolweave.native.decoder import ResponseDecoder
 from toolweave.native.engine import Engine
 from toolweave.native.prompt_cache import prefill_prompt
 from toolweave.native.values import parallel_pays
+from toolweave.ngram import AcceptanceRate
 from toolweave.prompt import Message, render_chat, tool_messages
 from toolweave.results import MODES, CallEvent, CallResult, CallStats, InvalidCall
 from toolweave.toolspec import ToolCall, ToolSpec
@@ -38,6 +41,24 @@ def _always_batch(k: int) -> bool:
 def _always_parallel(spec: ToolSpec, n: int) -> bool:
     return n > 1
 
+
+def _request_text(request: str | Sequence[Message]) -> str:
+    """The user's words: the request itself or the text of its last user message."""
+    if isinstance(request, str):
+        return request
+    messages: Sequence[Message] = request
+    for message in reversed(messages):
+        content = message.get("content")
+        if message.get("role") == "user" and isinstance(content, str):
+            return content
+    return ""
+
+
+#: Running acceptance of each forecast source, per engine: learned over every caller
+#: and request the engine serves (the model decides how predictable it is).
+_FORECAST_RATES: weakref.WeakKeyDictionary[Engine, dict[str, AcceptanceRate]] = (
+    weakref.WeakKeyDictionary()
+)
 
 #: Tokens per argument value assumed before any value was seen (BFCL-like calls).
 TYPICAL_VALUE_TOKENS = 6.0
@@ -58,6 +79,7 @@ class ToolCaller:
         seq: int = 0,
         costs: CostTable | None = None,
         parallel_values: bool | None = None,
+        forecast: bool = True,
     ) -> None:
         if not tools:
             raise ToolSpecError(None, "at least one tool is needed")
@@ -82,6 +104,9 @@ class ToolCaller:
         self._value_tokens = TYPICAL_VALUE_TOKENS
         # None: draft values in parallel when the cost table says it pays; True/False force it.
         self.parallel_values = parallel_values
+        # SchemaFill forecasts in `fast` and `lossless` (verified, so output is unchanged).
+        self.forecast = forecast
+        self._ranking: ToolRanking | None = None
 
     # ------------------------------------------------------------------ prompt
     def messages(self, request: str | Sequence[Message]) -> list[dict[str, object]]:
@@ -129,12 +154,17 @@ class ToolCaller:
     def _decode_events(self, request: str | Sequence[Message], mode: str) -> Iterator[CallEvent]:
         eng = self.engine
         prompt = self.prompt_tokens(request)
+        request_text = _request_text(request)
         with eng.lock:
             branch_seqs: tuple[int, ...] = ()
             batch_pays = _always_batch
             values_pay = _always_parallel
+            forecast: CallForecast | None = None
+            costs: CostTable | None = None
             if mode in ("fast", "lossless"):
                 costs = self.costs()
+                if self.forecast:
+                    forecast = CallForecast.for_request(self.ranking(), request_text)
 
                 def batch_pays(k: int) -> bool:
                     return costs.pass_ms(k, k, sequences=True) < k * costs.serial_step_ms
@@ -168,6 +198,10 @@ class ToolCaller:
                 branch_seqs=branch_seqs,
                 batch_pays=batch_pays,
                 parallel_pays=values_pay,
+                forecast=forecast,
+                request_text=request_text,
+                costs=costs,
+                forecast_rates=_FORECAST_RATES.setdefault(eng, {}),
             )
             t_tool: float | None = None
             t_final: float | None = None
@@ -208,9 +242,17 @@ class ToolCaller:
             phases_ms=phases,
             drafted_tokens=totals.drafted,
             accepted_tokens=totals.accepted,
+            forecast_drafted_tokens=totals.forecast_drafted,
+            forecast_accepted_tokens=totals.forecast_accepted,
         )
         result = self._result(mode, decoder.tokens, totals.finish_reason, stats, provisional)
         yield CallEvent("done", total_ms, result=result)
+
+    def ranking(self) -> ToolRanking:
+        """BM25 over this caller's tools (built on first use)."""
+        if self._ranking is None:
+            self._ranking = ToolRanking(self.tools)
+        return self._ranking
 
     def costs(self) -> CostTable:
         """The engine cost table (measured once per engine, quickly, on first use)."""

@@ -13,6 +13,13 @@ One greedy loop under the shared call grammar, with what each mode adds:
   model's own token is taken at the first mismatch, and drafting resumes at the next
   argument key. Its tokens equal `jump`'s wherever a batched pass computes the same
   logits as a serial one (bit-identical on SmolLM2 Q4_1 here; see tests and DESIGN.md).
+- Forecasts (`fast` and `lossless`, SchemaFill): where the model has a free choice and no
+  value draft applies, a draft of what comes next is verified the same way: the opening
+  of the next call for the tool `toolweave.forecast.CallForecast` ranks first, or the
+  continuation of the value being written as the request (or an earlier call) continues
+  it. The draft's first token is checked against logits already computed, so a wrong
+  forecast costs nothing; its length comes from the engine cost table and the running
+  acceptance, so a verification pass is only paid when it is expected to save time.
 
 Invariant: the KV of `seq` holds prompt + `tokens[:kv_len]`; `logits` predict the token
 after `tokens[kv_len - 1]`; `tokens[kv_len:]` are committed but not yet forwarded.
@@ -30,10 +37,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from toolweave.errors import CallFormatError
+from toolweave.forecast import CallForecast, continuation
 from toolweave.formats import CallFormat
+from toolweave.native.calibration import CostTable
 from toolweave.native.constraints import TokenMatcher, Vocabulary
 from toolweave.native.engine import BatchToken, Engine
 from toolweave.native.values import draft_values
+from toolweave.ngram import AcceptanceRate, draft_length
 from toolweave.results import CallEvent
 from toolweave.toolspec import ToolCall, ToolSpec
 
@@ -54,6 +64,8 @@ class DecodeTotals:
     prefilled: int = 0
     drafted: int = 0
     accepted: int = 0
+    forecast_drafted: int = 0
+    forecast_accepted: int = 0
     finish_reason: str = "stop"
     fallbacks: list[str] = field(default_factory=list)
     value_lengths: list[int] = field(default_factory=list)
@@ -94,6 +106,10 @@ class ResponseDecoder:
         branch_seqs: Sequence[int] = (),
         batch_pays: Callable[[int], bool] = lambda k: k > 1,
         parallel_pays: Callable[[ToolSpec, int], bool] = lambda spec, n: n > 1,
+        forecast: CallForecast | None = None,
+        request_text: str = "",
+        costs: CostTable | None = None,
+        forecast_rates: dict[str, AcceptanceRate] | None = None,
     ) -> None:
         self.engine = engine
         self.vocab = vocab
@@ -120,6 +136,15 @@ class ResponseDecoder:
         self._call = _CallState(start=0)
         self._early: list[ToolCall] = []  # final calls handed out before their text was written
         self._heads = {name: self._head(name) for name in tools}
+        # Forecasting: only where verification pays, per the engine's measured pass costs.
+        self.forecast = forecast if mode in ("fast", "lossless") and costs else None
+        self.request_text = request_text
+        self.costs = costs
+        # Running acceptance per forecast source, kept by the caller across requests.
+        self.forecast_rates = forecast_rates if forecast_rates is not None else {}
+        self._bigrams: dict[tuple[int, int], list[int]] = {}
+        self._greedy_key: tuple[int, int] = (0, -1)
+        self._greedy_token = -1
 
     # ------------------------------------------------------------------ text helpers
     def _head(self, name: str) -> tuple[str, str]:
@@ -154,8 +179,12 @@ class ResponseDecoder:
                 drafted = yield from self._maybe_draft()
                 if drafted:
                     continue
+                if self.forecast is not None:
+                    drafted = yield from self._maybe_forecast()
+                    if drafted:
+                        continue
             self._flush()
-            token = self.matcher.best(self.logits)
+            token = self._greedy()
             if self.engine.is_eog(token):
                 return
             yield from self._commit([token], decoded=True)
@@ -175,9 +204,20 @@ class ResponseDecoder:
         self.logits = rows[0]
         self.kv_len = len(self.tokens)
 
+    def _greedy(self) -> int:
+        """The constrained greedy token for the current logits and grammar state, computed
+        once however many drafts look at it."""
+        key = (id(self.logits), len(self.tokens))
+        if self._greedy_key != key:
+            self._greedy_key, self._greedy_token = key, self.matcher.best(self.logits)
+        return self._greedy_token
+
     def _commit(self, tokens: Sequence[int], *, decoded: bool) -> Iterator[CallEvent]:
         self.matcher.consume_many(tokens)
-        self.tokens.extend(tokens)
+        for t in tokens:  # index of token pairs, for forecasts from this response itself
+            if self.tokens:
+                self._bigrams.setdefault((self.tokens[-1], t), []).append(len(self.tokens) - 1)
+            self.tokens.append(t)
         self._text += self._utf8.decode(b"".join(self.engine.token_bytes(t) for t in tokens))
         if decoded:
             self.totals.decoded += len(tokens)
@@ -338,21 +378,180 @@ class ResponseDecoder:
         draft = self.engine.tokenize(rest, parse_special=False)[: self.max_tokens - at]
         # The next token is a free choice here (no forced tokens): check it first for free.
         self._flush()
-        first = self.matcher.best(self.logits)
+        first = self._greedy()
         if not draft or first != draft[0]:
             self._call.failed_at.add(at)
             return False
         t0 = time.perf_counter()
-        base = self.prompt_len + self.kv_len
-        rows = self.engine.forward(
-            [BatchToken(t, base + i, (self.seq,), True) for i, t in enumerate(draft)]
+        _, stalled = yield from self._verify_tokens(draft, forecast=False)
+        self.totals.add_phase("verify", (time.perf_counter() - t0) * 1000)
+        if stalled:
+            self._call.failed_at.add(len(self.tokens))
+        return True
+
+    # ------------------------------------------------------------------ forecasting
+    def _forecast_draft(self, budget: int) -> tuple[str, list[int], list[int]]:
+        """(source, tokens, indices of the tokens the model chooses) expected next, from
+        the first source that has any: the opening of the next call for the best-ranked
+        tool (between calls, source "call"); what followed the same tokens earlier in this
+        response ("repeat": a repeated call, in the model's own tokens); what followed the
+        same text in the request ("request": a value being copied)."""
+        full = self.text()
+        if self._call.spec is None:
+            raw = full[self._call.start :]
+            sep = self.fmt.separator if self.calls else ""
+            assert self.forecast is not None
+            for name in self.forecast.candidates(self.calls):
+                head, _ = self._heads[name]
+                spec = self.tools[name]
+                # the first required key is fixed by the skeleton: draft it too
+                key = json.dumps(spec.required[0], ensure_ascii=False) if spec.required else ""
+                candidate = sep + head + (key + ":" if key else "")
+                if candidate.startswith(raw) and len(candidate) > len(raw):
+                    return ("call", *self._text_draft(candidate[len(raw) :], budget))
+            return "call", [], []
+        own = self._own_continuation(budget)
+        if own:
+            return ("repeat", *self._token_draft(own))
+        text = continuation((self.request_text,), full)
+        return ("request", *self._text_draft(text, budget)) if text else ("request", [], [])
+
+    def _text_draft(self, text: str, budget: int) -> tuple[list[int], list[int]]:
+        """`text` as this decoder would write it: a run the grammar forces in the grammar's
+        own tokens, the rest as the tokenizer splits it. Stops where the grammar or a
+        forced run disagrees with the text."""
+        probe = self.matcher.copy()
+        out: list[int] = []
+        choices: list[int] = []
+        while text and len(out) < budget and not probe.stopped:
+            forced = probe.forced()
+            if forced:
+                forced_text = self.engine.detokenize(forced)
+                if not text.startswith(forced_text) or len(out) + len(forced) > budget:
+                    break
+                probe.consume_many(forced)
+                out.extend(forced)
+                text = text[len(forced_text) :]
+                continue
+            token = self.engine.tokenize(text, parse_special=False)[0]
+            piece = self.engine.token_bytes(token).decode("utf-8", errors="strict")
+            if not text.startswith(piece) or not probe.accepts_prefix([token]):
+                break
+            probe.consume(token)
+            choices.append(len(out))
+            out.append(token)
+            text = text[len(piece) :]
+        return out, choices
+
+    def _token_draft(self, tokens: Sequence[int]) -> tuple[list[int], list[int]]:
+        """The prefix of `tokens` the grammar accepts, with the indices of its choices."""
+        probe = self.matcher.copy()
+        out: list[int] = []
+        choices: list[int] = []
+        j = 0
+        while j < len(tokens) and not probe.stopped:
+            forced = probe.forced()
+            if forced:
+                if list(tokens[j : j + len(forced)]) != forced:
+                    break
+                probe.consume_many(forced)
+                out.extend(forced)
+                j += len(forced)
+                continue
+            if not probe.accepts_prefix([tokens[j]]):
+                break
+            probe.consume(tokens[j])
+            choices.append(len(out))
+            out.append(tokens[j])
+            j += 1
+        return out, choices
+
+    def _own_continuation(self, budget: int, longest: int = 8) -> list[int]:
+        """The tokens that followed the longest earlier match (2+ tokens) of this
+        response's last tokens; the latest match wins ties."""
+        toks = self.tokens
+        n = len(toks)
+        if n < 3:
+            return []
+        best_len, best_end = 0, -1
+        for start in reversed(self._bigrams.get((toks[-2], toks[-1]), ())):
+            end = start + 2  # the match covers toks[start:end] == toks[n-2:n]
+            if end >= n:
+                continue
+            length = 2
+            while (
+                length < longest
+                and start - (length - 1) >= 0
+                and toks[start - (length - 1)] == toks[n - 1 - length]
+            ):
+                length += 1
+            if length > best_len:
+                best_len, best_end = length, end
+        return toks[best_end : best_end + budget] if best_end >= 0 else []
+
+    def _maybe_forecast(self) -> Generator[CallEvent, None, bool]:
+        """Verify a forecast of the next tokens when that is expected to pay; True when
+        tokens were committed.
+
+        Only the model's choices in the draft are uncertain (forced runs are written
+        anyway), so the pass asks logits just for the rows before them and the last, and
+        the number of choices to verify maximises expected tokens per millisecond under
+        the cost table, at the running acceptance of this kind of forecast.
+        """
+        assert self.costs is not None
+        costs = self.costs
+        budget = min(self.engine.n_batch, self.max_tokens - len(self.tokens), 48)
+        if budget < 2:
+            return False
+        source, draft, choices = self._forecast_draft(budget)
+        if len(choices) < 2 or choices[0] != 0:
+            return False  # no choice after the first: forced tokens cost nothing anyway
+        self._flush()
+        if self._greedy() != draft[0]:  # free: these logits exist already
+            return False
+
+        def tokens_through(k: int) -> int:  # draft tokens in a pass verifying k more choices
+            return choices[k + 1] if k + 1 < len(choices) else len(draft)
+
+        rate = self.forecast_rates.get(source, AcceptanceRate())
+        extra = draft_length(
+            lambda n: costs.pass_ms(tokens_through(n - 1), n),
+            rate.rate,
+            max_len=len(choices) - 1,
         )
+        if extra == 0:
+            return False  # the plain step commits draft[0] anyway
+        t0 = time.perf_counter()
+        draft = draft[: tokens_through(extra)]
+        accepted, _ = yield from self._verify_tokens(draft, forecast=True)
+        chosen = sum(1 for i in choices[1 : extra + 1] if i < accepted)
+        self.forecast_rates[source] = rate.observe(chosen, chosen < extra)
+        self.totals.add_phase("forecast", (time.perf_counter() - t0) * 1000)
+        return True
+
+    def _verify_tokens(
+        self, draft: Sequence[int], *, forecast: bool
+    ) -> Generator[CallEvent, None, tuple[int, bool]]:
+        """Forward `draft` (its first token is the model's greedy choice) in one pass;
+        commit the longest prefix the constrained greedy decoder would have written, plus
+        its own token at the first mismatch. Logits are asked only for the rows that
+        decide something: the one before each token the model chooses, and the last.
+        Returns (draft tokens accepted, whether it stopped with neither a mismatch nor
+        the end)."""
+        draft, choices = self._token_draft(draft)
+        base = self.prompt_len + self.kv_len
+        wanted = {i - 1 for i in choices if i > 0} | {len(draft) - 1}
+        out = self.engine.forward(
+            [BatchToken(t, base + i, (self.seq,), i in wanted) for i, t in enumerate(draft)]
+        )
+        rows = dict(zip(sorted(wanted), out, strict=True))
         probe = self.matcher.copy()
         accepted: list[int] = []
         correction: list[int] = []
         correction_decoded = False
         decoded_choices = 0
         prev = self.logits
+        fresh = True  # prev predicts the token after the last accepted one
         j = 0
         while j < len(draft) and not probe.stopped:
             forced = probe.forced()
@@ -363,32 +562,39 @@ class ResponseDecoder:
                 probe.consume_many(forced)
                 accepted.extend(forced)
                 j += len(forced)
-                prev = rows[j - 1]
-                continue
-            tok = probe.best(prev)
-            if self.engine.is_eog(tok):
-                break
-            if tok != draft[j]:
-                correction = [tok]
-                correction_decoded = True
-                break
-            probe.consume(tok)
-            accepted.append(tok)
-            decoded_choices += 1
-            j += 1
-            prev = rows[j - 1]
-        self.engine.seq_remove(self.seq, base + len(accepted))
-        self.totals.drafted += len(draft)
-        self.totals.accepted += len(accepted)
+            else:
+                if not fresh:  # cannot happen with the rows asked above; stop safely
+                    break
+                tok = probe.best(prev)
+                if self.engine.is_eog(tok):
+                    break
+                if tok != draft[j]:
+                    correction = [tok]
+                    correction_decoded = True
+                    break
+                probe.consume(tok)
+                accepted.append(tok)
+                decoded_choices += 1
+                j += 1
+            row = rows.get(j - 1)
+            fresh = row is not None
+            if row is not None:
+                prev = row
+        keep = len(accepted) if fresh or correction else len(accepted) - 1
+        self.engine.seq_remove(self.seq, base + keep)
+        if forecast:
+            self.totals.forecast_drafted += len(draft)
+            self.totals.forecast_accepted += len(accepted)
+        else:
+            self.totals.drafted += len(draft)
+            self.totals.accepted += len(accepted)
         yield from self._commit(accepted, decoded=False)
         # Accepted tokens the model chose (not forced) count as decoded, as in `jump`.
         self.totals.prefilled -= decoded_choices
         self.totals.decoded += decoded_choices
-        self.kv_len = len(self.tokens)
+        # Without fresh logits the last accepted token is forwarded again by `_flush`.
+        self.kv_len = len(self.tokens) - (len(accepted) - keep)
         self.logits = prev
         if correction:
             yield from self._commit(correction, decoded=correction_decoded)
-        self.totals.add_phase("verify", (time.perf_counter() - t0) * 1000)
-        if not correction and j < len(draft) and not probe.stopped:
-            self._call.failed_at.add(len(self.tokens))
-        return True
+        return len(accepted), not correction and j < len(draft) and not probe.stopped

@@ -29,9 +29,16 @@ from types import TracebackType
 from toolweave.native.engine import Engine
 from toolweave.native.state_store import StateStore
 
-__all__ = ["IdleReleaser", "ReleaseRecord", "resident_bytes"]
+__all__ = [
+    "IdleReleaser",
+    "ReleaseRecord",
+    "peak_resident_bytes",
+    "reset_peak_resident",
+    "resident_bytes",
+]
 
 _RSS = re.compile(r"^VmRSS:\s+(\d+)\s+kB", re.MULTILINE)
+_HWM = re.compile(r"^VmHWM:\s+(\d+)\s+kB", re.MULTILINE)
 
 
 def _trim_heap() -> None:
@@ -43,14 +50,34 @@ def _trim_heap() -> None:
         pass
 
 
-def resident_bytes() -> int:
-    """This process's resident memory (VmRSS from /proc/self/status); 0 if unavailable."""
+def _status_kb(pattern: re.Pattern[str]) -> int:
     try:
         with open("/proc/self/status", encoding="ascii") as fh:
-            found = _RSS.search(fh.read())
+            found = pattern.search(fh.read())
     except OSError:
         return 0
     return int(found.group(1)) * 1024 if found else 0
+
+
+def resident_bytes() -> int:
+    """This process's resident memory (VmRSS from /proc/self/status); 0 if unavailable."""
+    return _status_kb(_RSS)
+
+
+def peak_resident_bytes() -> int:
+    """Peak resident memory since start or `reset_peak_resident()` (VmHWM); 0 if unknown."""
+    return _status_kb(_HWM)
+
+
+def reset_peak_resident() -> bool:
+    """Restart the peak at the current resident memory (Linux `clear_refs` 5); False if
+    this system does not allow it, and the peak then covers the whole process life."""
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
+            fh.write("5")
+    except OSError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)

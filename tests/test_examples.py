@@ -59,8 +59,9 @@ def test_fastpath_example_decodes_every_mode_and_lossless_equals_jump() -> None:
     assert '"location": "London"' in out
     passes = [int(n) for n in re.findall(r"(\d+) forward passes", out)]
     assert len(passes) == 4
-    # jump and lossless prefill what the grammar forces: fewer passes than constrained.
-    assert passes[1] < passes[0] and passes[3] == passes[1]
+    # jump and lossless prefill what the grammar forces: fewer passes than constrained;
+    # lossless also verifies forecasts, so it never needs more passes than jump.
+    assert passes[1] < passes[0] and passes[3] <= passes[1]
     assert "lossless == jump (tokens and text): yes" in out
 
 

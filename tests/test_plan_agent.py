@@ -102,3 +102,25 @@ def test_malformed_plan_becomes_an_observation_and_the_agent_replans(
     assert result.rounds[0].run.error is not None
     assert "no_such_tool" in result.rounds[0].run.observations_text()
     assert result.answer == "Rome is in Italy."
+
+
+def test_exspec_drafts_change_speed_not_the_planner_or_arbiter_output(
+    weather_hub: MCPHub,
+) -> None:
+    agent = PlanOutAgent(ChatToolweave(max_tokens=256), weather_hub.tools, examples=plan_examples())
+    assert agent.planner_kwargs["exspec"] and agent.arbiter_kwargs["exspec"]
+    result = agent.run("What's the weather in Paris and the forecast for Rome?")
+    plain = ChatToolweave(max_tokens=256, reuse_prompt_cache=False)
+    accepted = 0
+    for r in result.rounds:
+        for msgs, bound in (
+            (r.planner_messages, agent.planner_kwargs),
+            (r.arbiter_messages, agent.arbiter_kwargs),
+        ):
+            drafted = plain.bind(**bound).invoke(list(msgs))
+            greedy = plain.bind(grammar=bound["grammar"]).invoke(list(msgs))
+            assert drafted.content == greedy.content
+            stats = drafted.response_metadata["stats"]
+            assert greedy.response_metadata["stats"]["drafted_tokens"] == 0
+            accepted += stats["accepted_tokens"]
+    assert accepted > 0  # the examples' n-grams were drafted and the model agreed

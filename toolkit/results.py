@@ -39,6 +39,8 @@ class CallStats:
     phases_ms: Mapping[str, float] = field(default_factory=dict)
     drafted_tokens: int = 0
     accepted_tokens: int = 0
+    forecast_drafted_tokens: int = 0
+    forecast_accepted_tokens: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
