@@ -28,6 +28,7 @@ from toolweave.adapters.plotting import pyplot
 from toolweave.bfcl import BfclCase, sample_cases
 from toolweave.modebench import geomean
 from toolweave.models import MODELS, resolve_model
+from toolweave.native.calibration import CostTable, engine_costs
 from toolweave.native.caller import ToolCaller
 from toolweave.native.engine import Engine
 from toolweave.native.grammar_baseline import GrammarBaseline
@@ -129,6 +130,34 @@ def _summary(cases: Sequence[BfclCase], runs: Sequence[dict[str, CallResult]]) -
         "by_arguments": _by_arguments(cases, runs),
         "lossless_equals_jump": lossless_equal,
         "calls": len(runs),
+    }
+
+
+def _ceiling(runs: Sequence[dict[str, CallResult]], costs: CostTable) -> dict[str, float]:
+    """The cost model that bounds any decoder writing the same tokens on this engine.
+
+    `constrained` pays a serial step per output token. A token the grammar forces can
+    ride in another pass for `r` = prefill/serial step; a token the model chooses costs a
+    step unless drafted: in k parallel sequences it costs ``sequences_ratio(k) / k`` plus
+    its write-back `r`. With `c` the share of chosen tokens (measured on `jump`):
+    no drafts: ``1 / (c + (1 - c) r)``; every chosen token in the best parallel width:
+    ``1 / (c min(1, p) + (1 - c) r)``; every token drafted and accepted: ``1 / r``.
+    """
+    decoded = sum(r["jump"].stats.decoded_tokens for r in runs)
+    output = sum(r["jump"].stats.output_tokens for r in runs)
+    c = decoded / output if output else 1.0
+    r = costs.prefill_ratio()
+    widths = sorted(costs.sequences_ms)
+    p = min(costs.sequences_ratio(k) / k + r for k in widths)
+    best_k = min(widths, key=lambda k: costs.sequences_ratio(k) / k)
+    return {
+        "chosen_share": c,
+        "prefill_ratio": r,
+        "parallel_token_cost": p,
+        "parallel_width": float(best_k),
+        "bound_no_drafts": 1 / (c + (1 - c) * r),
+        "bound_parallel_values": 1 / (c * min(1.0, p) + (1 - c) * r),
+        "bound_all_drafted": 1 / r,
     }
 
 
@@ -253,7 +282,9 @@ def bench_fastpath(
         finally:
             baseline.close()
         name = engine.model_name
+        costs = engine_costs(engine)
     summary = _summary(cases, runs)
+    summary["ceiling"] = _ceiling(runs, costs)
     report = {
         "benchmark": "fastpath",
         "model": name,
@@ -289,6 +320,20 @@ def _print(summary: dict[str, Any], console: Console) -> None:
         )
     console.print(table)
     console.print(f"lossless == jump on {summary['lossless_equals_jump']}/{summary['calls']} calls")
+    cap = summary["ceiling"]
+    console.print(
+        f"cost model: {cap['chosen_share']:.0%} of tokens chosen by the model, a prefilled "
+        f"token costs {cap['prefill_ratio']:.2f} step, a value token in parallel "
+        f"{cap['parallel_token_cost']:.2f} step (k={cap['parallel_width']:.0f}); ceilings vs "
+        f"constrained: x{cap['bound_no_drafts']:.2f} without drafts, "
+        f"x{cap['bound_parallel_values']:.2f} with parallel values, "
+        f"x{cap['bound_all_drafted']:.2f} with every token drafted and accepted"
+    )
+    phases = summary["modes"]["fast"]["mean_phases_ms"]
+    console.print(
+        "fast, mean ms per call: "
+        + ", ".join(f"{k} {v:.0f}" for k, v in phases.items() if k != "time_to_final_call")
+    )
     for group, f in summary.get("forecast", {}).items():
         console.print(
             f"forecasts ({group}, {f['calls']} calls): lossless x{f['speedup_total']:.2f} total "

@@ -350,6 +350,7 @@ def _run_requests(
                     states=states,
                     costs=costs,
                     max_tokens=max_tokens,
+                    learn="planner",
                 )
                 plan_text = planner.result.text
                 tools = {t.name: t for t in bfcl_environment(req)}
@@ -367,6 +368,7 @@ def _run_requests(
                     states=states,
                     costs=costs,
                     max_tokens=max_tokens,
+                    learn="arbiter",
                 )
                 rows.append(_row(req, config, planner, arbiter, execute_ms, plan_text))
                 bar.advance(task)

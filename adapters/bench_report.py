@@ -168,6 +168,28 @@ def render_fastpath(doc: Doc) -> list[str]:
         f"`lossless` equals `jump` token for token on {doc['lossless_equals_jump']}/"
         f"{doc['calls']} calls.",
     ]
+    phases = {
+        k: v
+        for k, v in doc["modes"].get("fast", {}).get("mean_phases_ms", {}).items()
+        if k != "time_to_final_call"
+    }
+    if phases:
+        out.append(
+            "Where `fast` spends a call (mean ms; a pass's time is split over the tokens it "
+            "carries): " + ", ".join(f"{k} {v:.0f}" for k, v in phases.items()) + "."
+        )
+    cap = doc.get("ceiling")
+    if cap:
+        out.append(
+            f"Cost model (engine cost table and `jump`'s tokens): {cap['chosen_share']:.0%} of "
+            f"the output tokens are chosen by the model, the rest forced; a prefilled token "
+            f"costs {cap['prefill_ratio']:.2f} serial step and a value token decoded in "
+            f"{cap['parallel_width']:.0f} parallel sequences then written back "
+            f"{cap['parallel_token_cost']:.2f}. Ceilings over `constrained` for any decoder "
+            f"writing the same tokens: x{cap['bound_no_drafts']:.2f} without drafts, "
+            f"x{cap['bound_parallel_values']:.2f} with every chosen token decoded in parallel, "
+            f"x{cap['bound_all_drafted']:.2f} if every token were drafted and accepted."
+        )
     forecast = doc.get("forecast") or {}
     if forecast:
         out.append(

@@ -21,6 +21,7 @@ agents on tiny models want that one.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from collections import OrderedDict
@@ -280,7 +281,12 @@ class ChatToolweave(BaseChatModel):
         query = next((message_text(m) for m in reversed(rest) if isinstance(m, HumanMessage)), "")
         table = exspec_table(self.engine, list(examples), query)
         return generate_with_exspec(
-            self.engine, prompt, table=table, max_tokens=self.max_tokens, grammar=grammar
+            self.engine,
+            prompt,
+            table=table,
+            max_tokens=self.max_tokens,
+            grammar=grammar,
+            learn=f"grammar:{hashlib.sha1(grammar.encode()).hexdigest()[:12]}",
         )
 
     def _events(

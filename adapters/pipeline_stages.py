@@ -96,8 +96,10 @@ def run_stage(
     costs: CostTable,
     max_tokens: int,
     seq: int = 0,
+    learn: str | None = None,
 ) -> StageTimes:
-    """Prefill `prompt` (from a stored prefix with ``weave``) and decode under `grammar`."""
+    """Prefill `prompt` (from a stored prefix with ``weave``) and decode under `grammar`;
+    `learn` names the stage whose ExSpec acceptance is learned across requests."""
     with engine.lock:
         engine.seq_remove(seq)  # every request starts from nothing but the stored prefixes
         engine.seq_tokens[seq] = []
@@ -127,6 +129,7 @@ def run_stage(
             max_tokens=max_tokens,
             costs=costs,
             seq=seq,
+            learn=learn,
         )
         result = None
         for event in events:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import codecs
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -35,6 +36,10 @@ from toolweave.ngram import AcceptanceRate, NgramTable, draft_length
 from toolweave.results import CallEvent
 
 __all__ = ["engine_costs", "exspec_table", "generate_with_exspec"]  # engine_costs: re-export
+
+
+#: Acceptance estimates learned per engine and kind of output (`learn=`).
+_LEARNED: weakref.WeakKeyDictionary[Engine, dict[str, AcceptanceRate]] = weakref.WeakKeyDictionary()
 
 
 def exspec_table(
@@ -59,6 +64,7 @@ def generate_with_exspec(
     acceptance: AcceptanceRate | None = None,
     grammar: str | None = None,
     jump: bool = False,
+    learn: str | None = None,
 ) -> Iterator[CallEvent]:
     """Greedy decoding after `prompt`, with n-gram drafts verified in one pass each.
 
@@ -73,7 +79,10 @@ def generate_with_exspec(
     Stats add `drafted_tokens` (tokens sent for verification), `accepted_tokens` (those
     matching the greedy choice) and count forced tokens in `prefill_tokens`. `costs`
     defaults to the engine's quick cost table (`engine_costs`); `acceptance` is the
-    starting acceptance estimate. After the call only `prompt` stays cached in `seq`.
+    starting acceptance estimate. With `learn` (a name for the kind of output: "planner",
+    "arbiter", a grammar) the estimate starts where the last call of that kind on this
+    engine left it and is kept for the next one, so an output the table predicts badly
+    soon stops paying for drafts. After the call only `prompt` stays cached in `seq`.
     """
     if jump and grammar is None:
         raise ValueError("jump needs a grammar: it prefills the tokens the grammar forces")
@@ -81,7 +90,9 @@ def generate_with_exspec(
         costs = costs or engine_costs(engine)
         max_draft = min(max(costs.verify_all_ms) - 1, engine.n_batch - 1)
         pass_ms = {k: costs.pass_ms(k, k) for k in range(1, max_draft + 2)}
-        rate = acceptance or AcceptanceRate()
+        learned = _LEARNED.setdefault(engine, {}) if learn is not None else None
+        start = learned.get(learn) if learned is not None and learn is not None else None
+        rate = acceptance or start or AcceptanceRate()
         passes0 = engine.counters.forward_passes
         pre = prefill_prompt(engine, seq, prompt, max_tokens=max_tokens)
         prefill_passes = engine.counters.forward_passes - passes0 - 1
@@ -154,6 +165,8 @@ def generate_with_exspec(
                 rate = rate.observe(len(new) - 1, len(new) <= k)
         finally:
             engine.seq_remove(seq, len(prompt))  # keep the prompt cached, drop the answer
+            if learned is not None and learn is not None:
+                learned[learn] = rate
         total_ms = (time.perf_counter() - pre.t0) * 1000
         passes = engine.counters.forward_passes - passes0
     if reason != "stop" or not stop:
