@@ -486,8 +486,11 @@ class ResponseDecoder:
                 text = text[len(forced_text) :]
                 continue
             token = self.engine.tokenize(text, parse_special=False)[0]
-            piece = self.engine.token_bytes(token).decode("utf-8", errors="strict")
-            if not text.startswith(piece) or not probe.accepts_prefix([token]):
+            try:
+                piece = self.engine.token_bytes(token).decode("utf-8", errors="strict")
+            except UnicodeDecodeError:
+                break  # a token ending inside a character: the draft stops before it
+            if not piece or not text.startswith(piece) or not probe.accepts_prefix([token]):
                 break
             probe.consume(token)
             choices.append(len(out))

@@ -35,11 +35,22 @@ from toolweave.native.textgen import _stop_at, greedy_token, text_done  # shared
 from toolweave.ngram import AcceptanceRate, NgramTable, draft_length
 from toolweave.results import CallEvent
 
-__all__ = ["engine_costs", "exspec_table", "generate_with_exspec"]  # engine_costs: re-export
+__all__ = [  # engine_costs: re-export
+    "engine_costs",
+    "exspec_table",
+    "forget_acceptance",
+    "generate_with_exspec",
+]
 
 
 #: Acceptance estimates learned per engine and kind of output (`learn=`).
 _LEARNED: weakref.WeakKeyDictionary[Engine, dict[str, AcceptanceRate]] = weakref.WeakKeyDictionary()
+
+
+def forget_acceptance(engine: Engine) -> None:
+    """Start this engine's learned acceptance estimates (`learn=`) afresh, e.g. after the
+    prompts or the examples changed."""
+    _LEARNED.pop(engine, None)
 
 
 def exspec_table(

@@ -80,3 +80,16 @@ def test_forecasts_are_verified_so_lossless_still_equals_jump(
         accepted += lossless.stats.forecast_accepted_tokens
         assert lossless.stats.forecast_accepted_tokens <= lossless.stats.forecast_drafted_tokens
     assert accepted > 0  # forecasts were drafted, verified and used
+
+
+def test_forecasts_copying_unicode_from_the_request_stay_exact(engine: Engine) -> None:
+    # A request token can end inside a character: the copy drafter must stop before it.
+    spec = _tool("save_note", "Save a note exactly as given.", text="The note")
+    caller = ToolCaller(engine, [spec], max_tokens=120)
+    for request in (
+        "Save the note '陌陌集团' (Hello Group) - a Chinese technology company",
+        "Save the note: Ünïcödé naïve café 東京は大きい, then 集团 again",
+    ):
+        jump = caller.call(request, "jump")
+        assert caller.call(request, "lossless").tokens == jump.tokens
+        assert caller.call(request, "fast").tokens == jump.tokens

@@ -16,6 +16,7 @@ from toolweave.adapters.mcp_client import MCPHub, demo_server_configs
 from toolweave.adapters.plan_agent import PlanOutAgent
 from toolweave.demo_servers import plan_examples
 from toolweave.native.constraints import TokenMatcher, vocabulary_for
+from toolweave.native.exspec import forget_acceptance
 from toolweave.plan import parse_plan
 from toolweave.plan_grammar import arbiter_grammar, plan_grammar
 from toolweave.plan_prompts import parse_arbiter
@@ -107,8 +108,10 @@ def test_malformed_plan_becomes_an_observation_and_the_agent_replans(
 def test_exspec_drafts_change_speed_not_the_planner_or_arbiter_output(
     weather_hub: MCPHub,
 ) -> None:
-    agent = PlanOutAgent(ChatToolweave(max_tokens=256), weather_hub.tools, examples=plan_examples())
+    model = ChatToolweave(max_tokens=256)
+    agent = PlanOutAgent(model, weather_hub.tools, examples=plan_examples())
     assert agent.planner_kwargs["exspec"] and agent.arbiter_kwargs["exspec"]
+    forget_acceptance(model.engine)  # earlier tests on this engine taught it their rates
     result = agent.run("What's the weather in Paris and the forecast for Rome?")
     plain = ChatToolweave(max_tokens=256, reuse_prompt_cache=False)
     accepted = 0
