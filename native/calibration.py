@@ -33,6 +33,7 @@ from typing import Any
 
 from toolweave.errors import ContextFullError, SequenceError
 from toolweave.native.engine import BatchToken, Engine
+from toolweave.ngram import AcceptanceRate
 
 __all__ = [
     "MAX_K",
@@ -419,6 +420,22 @@ class _Run:
 
 
 _ENGINE_COSTS: weakref.WeakKeyDictionary[Engine, CostTable] = weakref.WeakKeyDictionary()
+_ENGINE_RATES: weakref.WeakKeyDictionary[Engine, dict[str, AcceptanceRate]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def engine_rates(engine: Engine) -> dict[str, AcceptanceRate]:
+    """Draft acceptance learned on this engine, by kind of draft (ExSpec's `learn=` names,
+    "forecast:<source>" for the fast path): the model decides how predictable it is, so
+    every decoder on the engine reads and updates the same estimates."""
+    return _ENGINE_RATES.setdefault(engine, {})
+
+
+def forget_acceptance(engine: Engine) -> None:
+    """Start this engine's learned acceptance estimates afresh (e.g. after the prompts or
+    the examples changed)."""
+    _ENGINE_RATES.pop(engine, None)
 
 
 def engine_costs(engine: Engine) -> CostTable:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-import weakref
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -17,13 +16,12 @@ from toolweave.callgrammar import call_grammar, value_grammar
 from toolweave.errors import CallFormatError, ConstraintError, ToolSpecError
 from toolweave.forecast import CallForecast, ToolRanking
 from toolweave.formats import CallFormat, format_for_chat_template, get_format
-from toolweave.native.calibration import CostTable, engine_costs
+from toolweave.native.calibration import CostTable, engine_costs, engine_rates
 from toolweave.native.constraints import TokenMatcher, vocabulary_for
 from toolweave.native.decoder import ResponseDecoder
 from toolweave.native.engine import Engine
 from toolweave.native.prompt_cache import prefill_prompt
 from toolweave.native.values import parallel_pays
-from toolweave.ngram import AcceptanceRate
 from toolweave.prompt import Message, render_chat, tool_messages
 from toolweave.results import MODES, CallEvent, CallResult, CallStats, InvalidCall
 from toolweave.toolspec import ToolCall, ToolSpec
@@ -53,12 +51,6 @@ def _request_text(request: str | Sequence[Message]) -> str:
             return content
     return ""
 
-
-#: Running acceptance of each forecast source, per engine: learned over every caller
-#: and request the engine serves (the model decides how predictable it is).
-_FORECAST_RATES: weakref.WeakKeyDictionary[Engine, dict[str, AcceptanceRate]] = (
-    weakref.WeakKeyDictionary()
-)
 
 #: Tokens per argument value assumed before any value was seen (BFCL-like calls).
 TYPICAL_VALUE_TOKENS = 6.0
@@ -201,7 +193,7 @@ class ToolCaller:
                 forecast=forecast,
                 request_text=request_text,
                 costs=costs,
-                forecast_rates=_FORECAST_RATES.setdefault(eng, {}),
+                forecast_rates=engine_rates(eng),
             )
             t_tool: float | None = None
             t_final: float | None = None

@@ -146,7 +146,7 @@ class ResponseDecoder:
         self.forecast = forecast if mode in ("fast", "lossless") and costs else None
         self.request_text = request_text
         self.costs = costs
-        # Running acceptance per forecast source, kept by the caller across requests.
+        # Running acceptance per forecast source ("forecast:<source>"), learned per engine.
         self.forecast_rates = forecast_rates if forecast_rates is not None else {}
         self._bigrams: dict[tuple[int, int], list[int]] = {}
         self._kinds: list[str] = []  # per token: the phase its forward pass counts for
@@ -568,7 +568,8 @@ class ResponseDecoder:
         def tokens_through(k: int) -> int:  # draft tokens in a pass verifying k more choices
             return choices[k + 1] if k + 1 < len(choices) else len(draft)
 
-        rate = self.forecast_rates.get(source, AcceptanceRate())
+        key = f"forecast:{source}"
+        rate = self.forecast_rates.get(key, AcceptanceRate())
         extra = draft_length(
             lambda n: costs.pass_ms(tokens_through(n - 1), n),
             rate.rate,
@@ -580,7 +581,7 @@ class ResponseDecoder:
         draft = draft[: tokens_through(extra)]
         accepted, _ = yield from self._verify_tokens(draft, forecast=True)
         chosen = sum(1 for i in choices[1 : extra + 1] if i < accepted)
-        self.forecast_rates[source] = rate.observe(chosen, chosen < extra)
+        self.forecast_rates[key] = rate.observe(chosen, chosen < extra)
         self.totals.add_phase("forecast", (time.perf_counter() - t0) * 1000)
         return True
 

@@ -22,12 +22,16 @@ from __future__ import annotations
 
 import codecs
 import time
-import weakref
 from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from toolweave.native.calibration import CostTable, engine_costs
+from toolweave.native.calibration import (
+    CostTable,
+    engine_costs,
+    engine_rates,
+    forget_acceptance,
+)
 from toolweave.native.constraints import TokenMatcher, vocabulary_for
 from toolweave.native.engine import BatchToken, Engine
 from toolweave.native.prompt_cache import prefill_prompt
@@ -35,22 +39,12 @@ from toolweave.native.textgen import _stop_at, greedy_token, text_done  # shared
 from toolweave.ngram import AcceptanceRate, NgramTable, draft_length
 from toolweave.results import CallEvent
 
-__all__ = [  # engine_costs: re-export
+__all__ = [  # engine_costs, forget_acceptance: re-exports
     "engine_costs",
     "exspec_table",
     "forget_acceptance",
     "generate_with_exspec",
 ]
-
-
-#: Acceptance estimates learned per engine and kind of output (`learn=`).
-_LEARNED: weakref.WeakKeyDictionary[Engine, dict[str, AcceptanceRate]] = weakref.WeakKeyDictionary()
-
-
-def forget_acceptance(engine: Engine) -> None:
-    """Start this engine's learned acceptance estimates (`learn=`) afresh, e.g. after the
-    prompts or the examples changed."""
-    _LEARNED.pop(engine, None)
 
 
 def exspec_table(
@@ -101,9 +95,8 @@ def generate_with_exspec(
         costs = costs or engine_costs(engine)
         max_draft = min(max(costs.verify_all_ms) - 1, engine.n_batch - 1)
         pass_ms = {k: costs.pass_ms(k, k) for k in range(1, max_draft + 2)}
-        learned = _LEARNED.setdefault(engine, {}) if learn is not None else None
-        start = learned.get(learn) if learned is not None and learn is not None else None
-        rate = acceptance or start or AcceptanceRate()
+        rates = engine_rates(engine)
+        rate = acceptance or (rates.get(learn) if learn else None) or AcceptanceRate()
         passes0 = engine.counters.forward_passes
         pre = prefill_prompt(engine, seq, prompt, max_tokens=max_tokens)
         prefill_passes = engine.counters.forward_passes - passes0 - 1
@@ -176,8 +169,8 @@ def generate_with_exspec(
                 rate = rate.observe(len(new) - 1, len(new) <= k)
         finally:
             engine.seq_remove(seq, len(prompt))  # keep the prompt cached, drop the answer
-            if learned is not None and learn is not None:
-                learned[learn] = rate
+            if learn:
+                rates[learn] = rate
         total_ms = (time.perf_counter() - pre.t0) * 1000
         passes = engine.counters.forward_passes - passes0
     if reason != "stop" or not stop:
