@@ -111,7 +111,6 @@ def test_exspec_drafts_change_speed_not_the_planner_or_arbiter_output(
     model = ChatToolweave(max_tokens=256)
     agent = PlanOutAgent(model, weather_hub.tools, examples=plan_examples())
     assert agent.planner_kwargs["exspec"] and agent.arbiter_kwargs["exspec"]
-    forget_acceptance(model.engine)  # earlier tests on this engine taught it their rates
     result = agent.run("What's the weather in Paris and the forecast for Rome?")
     plain = ChatToolweave(max_tokens=256, reuse_prompt_cache=False)
     accepted = 0
@@ -120,6 +119,8 @@ def test_exspec_drafts_change_speed_not_the_planner_or_arbiter_output(
             (r.planner_messages, agent.planner_kwargs),
             (r.arbiter_messages, agent.arbiter_kwargs),
         ):
+            # start from the prior each time: the runs before taught the engine their rates
+            forget_acceptance(plain.engine)
             drafted = plain.bind(**bound).invoke(list(msgs))
             greedy = plain.bind(grammar=bound["grammar"]).invoke(list(msgs))
             assert drafted.content == greedy.content
