@@ -79,7 +79,7 @@ from toolweave.promptweaver import (
 from toolweave.toolrag import ToolRAG
 from toolweave.workload import PlanRequest, load_workload, tool_themes
 
-__all__ = ["CONFIGS", "bench_pipeline"]
+__all__ = ["CONFIGS", "bench_pipeline", "selected_tools"]
 
 CONFIGS = (
     StageConfig("baseline", invariant=False),
@@ -88,7 +88,7 @@ CONFIGS = (
     StageConfig("both", weave=True, exspec=True),
     StageConfig("all", weave=True, exspec=True, jump=True),
 )
-BUDGETS = (0, 5, 10, 15, 20, 30, 40)
+BUDGETS = (0, 5, 10, 15, 20, 40, 80, 120, 160)
 DEFAULT_STATE_DIR = Path.home() / ".cache" / "toolweave" / "prefix-states"
 N_CTX = 8192
 #: Metrics averaged as geometric means (times), and as arithmetic means (the rest).
@@ -124,8 +124,9 @@ def bench_pipeline(
     ] = None,
     requests: Annotated[int, typer.Option("--requests", min=1, help="Test requests run.")] = 24,
     budget: Annotated[
-        int, typer.Option("--budget", min=0, help="Stored cluster combinations used.")
-    ] = 40,
+        int,
+        typer.Option("--budget", min=0, help="Stored combinations (example-block prefixes) used."),
+    ] = 160,
     k_baseline: Annotated[int, typer.Option("--k-baseline", min=0)] = 3,
     k_weave: Annotated[int, typer.Option("--k-weave", min=0)] = 1,
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=8)] = 160,
@@ -172,8 +173,11 @@ def run_pipeline_bench(
     themes = tool_themes()
     rag = ToolRAG.fit(train, k=max(k_baseline, k_weave))
     weavers = fit_weavers(train, themes=themes)
-    train_seqs = training_sequences(weavers, train)
-    test_seqs = training_sequences(weavers, [r for r in test if r.theme in weavers])
+    # Laid out for the tools ToolRAG selects, as the run-time prompts are.
+    train_seqs = training_sequences(weavers, train, lambda r: selected_tools(rag, r))
+    test_seqs = training_sequences(
+        weavers, [r for r in test if r.theme in weavers], lambda r: selected_tools(rag, r)
+    )
     chosen = select_combinations(train_seqs, max(max(BUDGETS), budget))
     sample = pick_requests([r for r in test if r.theme in weavers], n_requests)
 
@@ -222,6 +226,12 @@ def run_pipeline_bench(
         },
         "rows": rows,
     }
+
+
+def selected_tools(rag: ToolRAG, request: PlanRequest) -> list[str]:
+    """ToolRAG's tools for ``request`` among its catalogue; its likeliest if none passes."""
+    found = rag.retrieve(request.request_text, candidates=[t.name for t in request.tools])
+    return list(found.tools) or [max(found.probabilities, key=found.probabilities.__getitem__)]
 
 
 def pick_requests(requests: Sequence[PlanRequest], n: int) -> list[PlanRequest]:
@@ -325,9 +335,8 @@ def _run_requests(
         task = bar.add_task("run", total=len(sample) * len(CONFIGS))
         for i, req in enumerate(sample):
             weaver = weavers[req.theme]
-            names = [t.name for t in req.tools]
-            found = rag.retrieve(req.request_text, candidates=names)
-            selected = list(found.tools) or [max(found.probabilities, key=found.probabilities.get)]
+            found = rag.retrieve(req.request_text, candidates=[t.name for t in req.tools])
+            selected = selected_tools(rag, req)
             dynamic = [(m.example.query, m.example.plan) for m in found.examples]
             shown = [t for t in req.tools if t.name in selected]
             prompts = {
@@ -546,7 +555,7 @@ def _plot(report: dict[str, Any], path: Path) -> None:
     cov = report["coverage"]
     budgets = [c["budget"] for c in cov]
     ax.plot(budgets, [100 * c["coverage"] for c in cov], "o-", label="coverage (test)")
-    ax.set_xlabel("stored cluster combinations (budget)")
+    ax.set_xlabel("stored combinations of example blocks (budget)")
     ax.set_ylabel("coverage of activated clusters (%)")
     ax2 = ax.twinx()
     ax2.plot(budgets, [c["storage_mb"] for c in cov], "s--", color="gray")

@@ -241,9 +241,9 @@ def test_greedy_coverage_on_the_workload(
 ) -> None:
     train_sequences = training_sequences(weavers, train)
     test_sequences = training_sequences(weavers, test_split)
-    chosen = select_combinations(train_sequences, 30)
-    scores = [coverage_fraction(test_sequences, chosen[:budget]) for budget in (0, 10, 20, 30)]
-    assert scores[0] == 0 and scores == sorted(scores) and scores[-1] > 0.4
+    chosen = select_combinations(train_sequences, 160)
+    scores = [coverage_fraction(test_sequences, chosen[:budget]) for budget in (0, 10, 40, 160)]
+    assert scores[0] == 0 and scores == sorted(scores) and scores[-1] > 0.5
     with pytest.raises(KeyError):
         training_sequences({}, train[:1])
 
@@ -266,6 +266,12 @@ def test_messages_keep_the_cached_prefix_first(
             assert messages[0] == static[0]
             prefix = weaver.prefix_messages(weaver.activated(tools))
             assert messages[: len(prefix)] == prefix
+            # Every stored block sequence of the layout is a prefix of the messages.
+            layout = weaver.layout(tools)
+            assert layout[: len(weaver.activated(tools))] == weaver.activated(tools)
+            for end in range(len(layout) + 1):
+                prefix = weaver.prefix_messages(layout[:end])
+                assert messages[: len(prefix)] == prefix
             assert messages[-1] == ("user", request.request_text)
             pairs = list(zip(messages[1:-1:2], messages[2:-1:2], strict=True))
             assert all(u[0] == "user" and a[0] == "assistant" for u, a in pairs)

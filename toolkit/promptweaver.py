@@ -4,8 +4,13 @@ The prompt of a request is, in order: (1) one static system message with the Pla
 rules and *every* tool of the catalogue (byte-identical for all requests of that
 catalogue), (2) one example per *activated* cluster of co-activated tools, clusters in
 a fixed order, (3) single-tool examples of the selected tools, (4) ToolRAG's dynamic
-examples, (5) the query. (1) and the cluster examples of (2) form a prefix whose KV state
-`toolweave.native` stores; `select_combinations` picks which cluster sequences to store.
+examples, (5) the query. (2) and (3) are a sequence of example blocks fixed by the
+selected tools (`PromptWeaver.layout`); (1) followed by a leading run of those blocks is
+a prefix whose KV state `toolweave.native` stores, and `select_combinations` picks which
+block sequences to store. The paper stores cluster combinations only; storing the
+single-tool blocks that follow them as well matters here, since on a CPU the uncached
+tail attends over the whole long prefix (about 3.2 ms a token at 2,000 tokens of context
+against 2.1 at 500 for SmolLM2) and the single-tool examples were most of that tail.
 
 Offline, per catalogue (`PromptWeaver.fit`), from the training requests:
 
@@ -34,17 +39,20 @@ Offline, per catalogue (`PromptWeaver.fit`), from the training requests:
   their leading clusters, which is what a prefix store can reuse.
 - Single-tool examples: per used tool, the shortest training request using only that
   tool; else the shortest using it and one other tool (as the paper does); else the
-  one using it with the fewest tools.
+  one using it with the fewest tools. They are shown in descending training frequency
+  of their tool (ties: catalogue position), so that requests share leading blocks.
 
-`select_combinations` is Algorithm 1 generalised to several catalogues (a prefix is a
-``(catalogue key, cluster ids)`` pair). `fit_weavers` fits every catalogue of the
-workload; `training_sequences` gives the activated sequences the selection reads.
+`select_combinations` is Algorithm 1 generalised to several catalogues and to block
+sequences (a prefix is a ``(catalogue key, blocks)`` pair; a block is a cluster id or a
+single-tool example's tool name). `fit_weavers` fits every catalogue of the workload;
+`training_sequences` gives the block sequences the selection reads, for the tools the
+run-time selection (ToolRAG) picks on each training request.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Protocol
@@ -58,6 +66,7 @@ from toolweave.toolspec import ToolSpec
 __all__ = [
     "NMF_RESTARTS",
     "TOOLS_PER_CLUSTER",
+    "Block",
     "Cluster",
     "Prefix",
     "PromptWeaver",
@@ -77,8 +86,10 @@ TOOLS_PER_CLUSTER = 3
 NMF_RESTARTS = 8
 _FORMAT = "toolweave-promptweaver-v1"
 
-#: A stored combination: the catalogue key and the leading cluster ids it holds.
-Prefix = tuple[Hashable, tuple[int, ...]]
+#: An example block of the prompt: a cluster id, or the tool name of a single-tool example.
+Block = int | str
+#: A stored combination: the catalogue key and the leading example blocks it holds.
+Prefix = tuple[Hashable, tuple[Hashable, ...]]
 Example = tuple[str, str]
 
 
@@ -163,7 +174,9 @@ class PromptWeaver:
             if group and (cluster := _with_example(group, requests, themes, position))
         ]
         ordered = _theme_order(clusters, requests, position)
-        singles = {name: ex for name in used if (ex := _single_example(name, requests))}
+        uses = Counter(t for r in requests for t in set(r.tools_used))
+        by_use = sorted(used, key=lambda name: (-uses[name], position[name]))
+        singles = {name: ex for name in by_use if (ex := _single_example(name, requests))}
         return cls(tuple(catalogue), tuple(ordered), singles)
 
     @cached_property
@@ -188,9 +201,27 @@ class PromptWeaver:
         """``[("system", rules + every catalogue tool)]``, the same for every request."""
         return [self._system]
 
-    def prefix_messages(self, clusters: Sequence[int]) -> list[tuple[str, str]]:
-        """The static message, then each given cluster's example as a user/assistant pair."""
-        return _with_examples(self.static_messages(), [self.clusters[c].example for c in clusters])
+    def layout(self, tools: Iterable[str]) -> tuple[Block, ...]:
+        """The example blocks shown for the selected ``tools``: the activated clusters in
+        the fixed order, then the single-tool examples of the selected tools in the
+        singles' order, skipping an example already shown."""
+        selected = set(tools)
+        clusters = self.activated(selected)
+        shown = {self.clusters[c].example for c in clusters}
+        singles: list[str] = []
+        for name, example in self.singles.items():
+            if name in selected and example not in shown:
+                shown.add(example)
+                singles.append(name)
+        return (*clusters, *singles)
+
+    def example(self, block: Block) -> Example:
+        """The (query, plan) example of a block; KeyError/IndexError for an unknown one."""
+        return self.singles[block] if isinstance(block, str) else self.clusters[block].example
+
+    def prefix_messages(self, blocks: Sequence[Block]) -> list[tuple[str, str]]:
+        """The static message, then each block's example as a user/assistant pair."""
+        return _with_examples(self.static_messages(), [self.example(b) for b in blocks])
 
     def messages(
         self,
@@ -202,19 +233,13 @@ class PromptWeaver:
     ) -> list[tuple[str, str]]:
         """The Planner's messages for ``query`` given the selected ``tools``.
 
-        Static message, activated clusters' examples, single-tool examples of the
-        selected tools (catalogue order), the ``dynamic`` (query, plan) examples, the
-        query; an example already present is not repeated. ``previous`` holds the
-        (plan, observations) of earlier rounds, written as `planner_messages` does.
+        Static message, the examples of `layout` (activated clusters, single-tool
+        examples), the ``dynamic`` (query, plan) examples, the query; an example already
+        present is not repeated. ``previous`` holds the (plan, observations) of earlier
+        rounds, written as `planner_messages` does.
         """
-        selected = set(tools)
-        shown = [self.clusters[c].example for c in self.activated(selected)]
-        singles = [
-            self.singles[s.name]
-            for s in self.catalogue
-            if s.name in selected and s.name in self.singles
-        ]
-        for example in [*singles, *dynamic]:
+        shown = [self.example(b) for b in self.layout(tools)]
+        for example in dynamic:
             if example not in shown:
                 shown.append(example)
         last = planner_messages((), query, previous=previous)[-1]
@@ -340,7 +365,7 @@ def coverage(sequences: Sequence[Prefix], stored: Iterable[Prefix]) -> int:
 
 
 def coverage_fraction(sequences: Sequence[Prefix], stored: Iterable[Prefix]) -> float:
-    """`coverage` over the number of activated clusters (0.0 when there are none)."""
+    """`coverage` over the number of blocks in ``sequences`` (0.0 when there are none)."""
     total = sum(len(sequence) for _, sequence in sequences)
     return coverage(sequences, stored) / total if total else 0.0
 
@@ -373,10 +398,14 @@ def fit_weavers(
 
 
 def training_sequences(
-    weavers: Mapping[tuple[str, ...], PromptWeaver], requests: Sequence[ThemedRequest]
-) -> list[tuple[tuple[str, ...], tuple[int, ...]]]:
-    """(catalogue key, clusters activated by the request's ground-truth tools) per request.
+    weavers: Mapping[tuple[str, ...], PromptWeaver],
+    requests: Sequence[ThemedRequest],
+    select: Callable[[ThemedRequest], Iterable[str]] | None = None,
+) -> list[tuple[tuple[str, ...], tuple[Block, ...]]]:
+    """(catalogue key, `PromptWeaver.layout` of the request's tools) per request.
 
+    ``select`` gives the tools a request's prompt is laid out for: the run-time
+    selection (ToolRAG's) when given, else the request's ground-truth tools.
     Raises KeyError for a request whose catalogue has no weaver.
     """
     out = []
@@ -384,7 +413,8 @@ def training_sequences(
         key = tuple(request.theme)
         if key not in weavers:
             raise KeyError(f"no PromptWeaver for catalogue {key} (request {request.id})")
-        out.append((key, weavers[key].activated(request.tools_used)))
+        tools = request.tools_used if select is None else select(request)
+        out.append((key, weavers[key].layout(tools)))
     return out
 
 
