@@ -19,7 +19,10 @@ request), in one process on one model:
 All decode under the same plan and Arbiter grammars. Tools run with BFCL's own
 implementations (`toolweave.adapters.bfcl_tools`). Prefix states are built once into
 ``--state-dir`` (kept between runs). Reported: Planner and Arbiter prefill time and
-uncached tokens, decode time and tokens per pass, end-to-end latency (geometric means),
+uncached tokens, decode time (the fastest of ``--decode-repeats`` decodes of the same
+prompt, 3 by default: the output is deterministic and the minimum drops scheduler
+noise, equally for every configuration) and tokens per pass, end-to-end latency
+(geometric means),
 Planner accuracy (plan DAG equals the ground truth's), n-gram table build time and size,
 and PromptWeaver's coverage and storage for several budgets.
 
@@ -130,6 +133,10 @@ def bench_pipeline(
     k_baseline: Annotated[int, typer.Option("--k-baseline", min=0)] = 3,
     k_weave: Annotated[int, typer.Option("--k-weave", min=0)] = 1,
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=8)] = 160,
+    decode_repeats: Annotated[
+        int,
+        typer.Option("--decode-repeats", min=1, help="Decodes per stage; the fastest is reported."),
+    ] = 3,
     state_dir: Annotated[
         Path, typer.Option("--state-dir", help="Where prefix states are kept.")
     ] = DEFAULT_STATE_DIR,
@@ -146,6 +153,7 @@ def bench_pipeline(
         k_weave=k_weave,
         max_tokens=max_tokens,
         state_dir=state_dir,
+        decode_repeats=decode_repeats,
     )
     report["load_average"] = {"before": load_before, "after": os.getloadavg()}
     json_out.parent.mkdir(parents=True, exist_ok=True)
@@ -165,6 +173,7 @@ def run_pipeline_bench(
     k_weave: int,
     max_tokens: int,
     state_dir: Path,
+    decode_repeats: int = 1,
 ) -> dict[str, Any]:
     """Set everything up, run every request under every configuration, summarise."""
     console.print("[dim]loading the workload, fitting ToolRAG and PromptWeaver...[/dim]")
@@ -202,6 +211,7 @@ def run_pipeline_bench(
             k_baseline,
             k_weave,
             max_tokens,
+            decode_repeats,
         )
         model_name = engine.model_name
     summary = _summary(rows)
@@ -215,6 +225,7 @@ def run_pipeline_bench(
         "budget": budget,
         "k_baseline": k_baseline,
         "k_weave": k_weave,
+        "decode_repeats": decode_repeats,
         "summary": summary,
         "ratios": _ratios(summary),
         "by_class": _by_class(rows),
@@ -328,6 +339,7 @@ def _run_requests(
     k_baseline: int,
     k_weave: int,
     max_tokens: int,
+    decode_repeats: int,
 ) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     arbiter_examples = [text for pair in ARBITER_EXAMPLES for text in pair]
@@ -360,6 +372,7 @@ def _run_requests(
                     costs=costs,
                     max_tokens=max_tokens,
                     learn="planner",
+                    decode_repeats=decode_repeats,
                 )
                 plan_text = planner.result.text
                 tools = {t.name: t for t in bfcl_environment(req)}
@@ -378,6 +391,7 @@ def _run_requests(
                     costs=costs,
                     max_tokens=max_tokens,
                     learn="arbiter",
+                    decode_repeats=decode_repeats,
                 )
                 rows.append(_row(req, config, planner, arbiter, execute_ms, plan_text))
                 bar.advance(task)

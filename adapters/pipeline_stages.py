@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import anyio
 
-from toolweave.native.calibration import CostTable
+from toolweave.native.calibration import CostTable, engine_rates
 from toolweave.native.engine import Engine
 from toolweave.native.exspec import exspec_table, generate_with_exspec
 from toolweave.native.prefix_states import PrefixStates
@@ -97,9 +97,19 @@ def run_stage(
     max_tokens: int,
     seq: int = 0,
     learn: str | None = None,
+    decode_repeats: int = 1,
 ) -> StageTimes:
     """Prefill `prompt` (from a stored prefix with ``weave``) and decode under `grammar`;
-    `learn` names the stage whose ExSpec acceptance is learned across requests."""
+    `learn` names the stage whose ExSpec acceptance is learned across requests.
+
+    With ``decode_repeats`` > 1 the decode runs that many times from the same prefilled
+    prompt and the fastest is reported (greedy decoding is deterministic, so the output is
+    the same each time; the minimum drops the scheduler's noise from a ~250 ms
+    measurement). Each repeat starts from the learned acceptance the first one started
+    from, and the one the first run left is kept, as if the request had run once.
+    """
+    if decode_repeats < 1:
+        raise ValueError(f"decode_repeats must be >= 1, got {decode_repeats}")
     with engine.lock:
         engine.seq_remove(seq)  # every request starts from nothing but the stored prefixes
         engine.seq_tokens[seq] = []
@@ -119,23 +129,37 @@ def run_stage(
             t1 = time.perf_counter()
             table = exspec_table(engine, examples, query)
             table_ms = (time.perf_counter() - t1) * 1000
-        t2 = time.perf_counter()
-        events = generate_with_exspec(
-            engine,
-            prompt,
-            table=table,
-            grammar=grammar,
-            jump=config.jump,
-            max_tokens=max_tokens,
-            costs=costs,
-            seq=seq,
-            learn=learn,
-        )
+        rates = engine_rates(engine)
+        start = rates.get(learn) if learn else None
         result = None
-        for event in events:
-            if event.kind == "done":
-                result = event.result
-        decode_ms = (time.perf_counter() - t2) * 1000
+        decode_ms = float("inf")
+        learned = None
+        for repeat in range(decode_repeats):
+            if learn and repeat:
+                if start is None:
+                    rates.pop(learn, None)
+                else:
+                    rates[learn] = start
+            t2 = time.perf_counter()
+            events = generate_with_exspec(
+                engine,
+                prompt,
+                table=table,
+                grammar=grammar,
+                jump=config.jump,
+                max_tokens=max_tokens,
+                costs=costs,
+                seq=seq,
+                learn=learn,
+            )
+            for event in events:
+                if event.kind == "done" and result is None:
+                    result = event.result
+            decode_ms = min(decode_ms, (time.perf_counter() - t2) * 1000)
+            if learn and repeat == 0:
+                learned = rates.get(learn)
+        if learn and learned is not None:
+            rates[learn] = learned
     if result is None:  # pragma: no cover - the decoder always ends with 'done'
         raise RuntimeError("the decoder ended without a result")
     return StageTimes(

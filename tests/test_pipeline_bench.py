@@ -127,6 +127,8 @@ def test_one_round_with_stored_prefix_and_exspec_equals_plain(
             states=states,
             costs=costs,
             max_tokens=96,
+            learn="arbiter",
+            decode_repeats=2,
         )
         assert arbiter.restored_tokens == len(arbiter_static)
         assert arbiter.result.text.startswith("Thought: ")
