@@ -40,7 +40,9 @@ __all__ = [
     "QUICK_CONTEXT_TOKENS",
     "STATE_TOKENS",
     "CostTable",
+    "PassTimes",
     "engine_costs",
+    "engine_pass_times",
     "measure_costs",
     "scratch_sequences",
 ]
@@ -423,6 +425,37 @@ _ENGINE_COSTS: weakref.WeakKeyDictionary[Engine, CostTable] = weakref.WeakKeyDic
 _ENGINE_RATES: weakref.WeakKeyDictionary[Engine, dict[str, AcceptanceRate]] = (
     weakref.WeakKeyDictionary()
 )
+_ENGINE_PASS_MS: weakref.WeakKeyDictionary[Engine, dict[str, PassTimes]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+class PassTimes:
+    """Pass times measured while decoding one kind of output (ExSpec's `learn=` name):
+    a running mean per pass size, a plain step being size 1.
+
+    The cost table is measured on a short prompt without a grammar; a real output pays
+    attention over its whole prompt (one thread for serial steps, all cores for a
+    verification pass) and the grammar's work on every verified row. `ms(n, table)` is the
+    measured time when there is one, else the table's scaled by how far the measured
+    plain step is from the table's.
+    """
+
+    def __init__(self, weight: float = 0.3) -> None:
+        if not 0 < weight <= 1:
+            raise ValueError("weight must be in (0, 1]")
+        self.weight = weight
+        self.mean: dict[int, float] = {}
+
+    def observe(self, n: int, ms: float) -> None:
+        old = self.mean.get(n)
+        self.mean[n] = ms if old is None else old + self.weight * (ms - old)
+
+    def ms(self, n: int, table: Mapping[int, float]) -> float:
+        if n in self.mean:
+            return self.mean[n]
+        scale = self.mean[1] / table[1] if 1 in self.mean and table[1] > 0 else 1.0
+        return table[n] * scale
 
 
 def engine_rates(engine: Engine) -> dict[str, AcceptanceRate]:
@@ -432,10 +465,19 @@ def engine_rates(engine: Engine) -> dict[str, AcceptanceRate]:
     return _ENGINE_RATES.setdefault(engine, {})
 
 
+def engine_pass_times(engine: Engine, kind: str | None) -> PassTimes:
+    """The pass times measured on this engine for `kind` of output (a fresh, unstored
+    record for None)."""
+    if kind is None:
+        return PassTimes()
+    return _ENGINE_PASS_MS.setdefault(engine, {}).setdefault(kind, PassTimes())
+
+
 def forget_acceptance(engine: Engine) -> None:
-    """Start this engine's learned acceptance estimates afresh (e.g. after the prompts or
-    the examples changed)."""
+    """Start this engine's learned acceptance estimates and pass times afresh (e.g. after
+    the prompts or the examples changed)."""
     _ENGINE_RATES.pop(engine, None)
+    _ENGINE_PASS_MS.pop(engine, None)
 
 
 def engine_costs(engine: Engine) -> CostTable:

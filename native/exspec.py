@@ -3,7 +3,9 @@
 Each step the pending token (greedy, not yet in the KV cache) is forwarded. When the
 table (`toolweave.ngram.NgramTable`, built from the few-shot examples and the query) has
 a certain entry for the last n-1 tokens (one the texts never continued differently) and
-the engine cost table says a draft of that length pays at the running acceptance rate,
+the pass costs say a draft of that length pays at the running acceptance rate (the
+engine cost table, corrected by the pass times measured on the same kind of output:
+`toolweave.native.calibration.PassTimes`),
 the pending token and the draft go through ONE pass with logits for every row. Row i
 holds the model's greedy choice after draft token i-1, so the longest draft prefix equal
 to those choices is accepted, plus the model's own next token; the KV cells of the
@@ -29,6 +31,7 @@ import numpy as np
 from toolweave.native.calibration import (
     CostTable,
     engine_costs,
+    engine_pass_times,
     engine_rates,
     forget_acceptance,
 )
@@ -87,14 +90,17 @@ def generate_with_exspec(
     starting acceptance estimate. With `learn` (a name for the kind of output: "planner",
     "arbiter", a grammar) the estimate starts where the last call of that kind on this
     engine left it and is kept for the next one, so an output the table predicts badly
-    soon stops paying for drafts. After the call only `prompt` stays cached in `seq`.
+    soon stops paying for drafts; so are the measured times of plain steps and
+    verification passes, which replace the cost table's where known. After the call only
+    `prompt` stays cached in `seq`.
     """
     if jump and grammar is None:
         raise ValueError("jump needs a grammar: it prefills the tokens the grammar forces")
     with engine.lock:
         costs = costs or engine_costs(engine)
         max_draft = min(max(costs.verify_all_ms) - 1, engine.n_batch - 1)
-        pass_ms = {k: costs.pass_ms(k, k) for k in range(1, max_draft + 2)}
+        table_ms = {k: costs.pass_ms(k, k) for k in range(1, max_draft + 2)}
+        times = engine_pass_times(engine, learn)
         rates = engine_rates(engine)
         rate = acceptance or (rates.get(learn) if learn else None) or AcceptanceRate()
         passes0 = engine.counters.forward_passes
@@ -155,15 +161,18 @@ def generate_with_exspec(
                 draft = table.draft(history, budget, certain_only=True) if table else []
                 if draft and matcher is not None:
                     draft = draft[: matcher.accepts_prefix(draft)]
-                k = draft_length(pass_ms, rate.rate, max_len=len(draft))
+                k = draft_length(lambda n: times.ms(n, table_ms), rate.rate, max_len=len(draft))
+                t_pass = time.perf_counter()
                 if k == 0:
                     logits = engine.forward([BatchToken(tokens[-1], pos, (seq,), True)])[0]
                     new = [greedy_token(matcher, logits)]
+                    times.observe(1, (time.perf_counter() - t_pass) * 1000)
                     if draft:  # a free observation: would the draft's first token have passed?
                         hit = draft[0] == new[0]
                         rate = rate.observe(int(hit), not hit)
                     continue
                 new = _verify(engine, seq, pos, tokens[-1], draft[:k], matcher)
+                times.observe(k + 1, (time.perf_counter() - t_pass) * 1000)
                 drafted += k
                 accepted += len(new) - 1
                 rate = rate.observe(len(new) - 1, len(new) <= k)

@@ -150,3 +150,19 @@ def test_mode_cost_skips_empty_outputs_in_ms_per_token() -> None:
     cost = ModeCost.from_results("m", [result("m", 20.0, 10), result("m", 5.0, 0)])
     assert cost.ms_per_token == pytest.approx(2.0)
     assert cost.output_tokens == pytest.approx(5.0)
+
+
+def test_pass_times_replace_the_table_where_measured() -> None:
+    from toolweave.native.calibration import PassTimes
+
+    table = {1: 5.0, 2: 8.0, 3: 10.0}
+    times = PassTimes(weight=0.5)
+    assert times.ms(2, table) == 8.0  # nothing measured: the table
+    times.observe(1, 10.0)  # plain steps take twice the table's
+    assert times.ms(1, table) == 10.0
+    assert times.ms(3, table) == 20.0  # unmeasured sizes scale with the plain step
+    times.observe(3, 30.0)
+    times.observe(3, 20.0)
+    assert times.ms(3, table) == 25.0  # a running mean, weight 0.5
+    with pytest.raises(ValueError):
+        PassTimes(weight=0.0)
