@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import anyio
 
-from toolweave.native.calibration import CostTable, engine_rates
+from toolweave.native.calibration import CostTable, learned, set_learned
 from toolweave.native.engine import Engine
 from toolweave.native.exspec import exspec_table, generate_with_exspec
 from toolweave.native.prefix_states import PrefixStates
@@ -105,8 +105,9 @@ def run_stage(
     With ``decode_repeats`` > 1 the decode runs that many times from the same prefilled
     prompt and the fastest is reported (greedy decoding is deterministic, so the output is
     the same each time; the minimum drops the scheduler's noise from a ~250 ms
-    measurement). Each repeat starts from the learned acceptance the first one started
-    from, and the one the first run left is kept, as if the request had run once.
+    measurement). Each repeat starts from what ExSpec had learned (acceptance, per-context
+    acceptance, pass times) when the first one started, and what the first run left is
+    kept, as if the request had run once.
     """
     if decode_repeats < 1:
         raise ValueError(f"decode_repeats must be >= 1, got {decode_repeats}")
@@ -129,17 +130,13 @@ def run_stage(
             t1 = time.perf_counter()
             table = exspec_table(engine, examples, query)
             table_ms = (time.perf_counter() - t1) * 1000
-        rates = engine_rates(engine)
-        start = rates.get(learn) if learn else None
+        start = learned(engine, learn) if learn else None
+        after_first = None
         result = None
         decode_ms = float("inf")
-        learned = None
         for repeat in range(decode_repeats):
-            if learn and repeat:
-                if start is None:
-                    rates.pop(learn, None)
-                else:
-                    rates[learn] = start
+            if learn and start is not None and repeat:
+                set_learned(engine, learn, start)
             t2 = time.perf_counter()
             events = generate_with_exspec(
                 engine,
@@ -156,10 +153,10 @@ def run_stage(
                 if event.kind == "done" and result is None:
                     result = event.result
             decode_ms = min(decode_ms, (time.perf_counter() - t2) * 1000)
-            if learn and repeat == 0:
-                learned = rates.get(learn)
-        if learn and learned is not None:
-            rates[learn] = learned
+            if learn and repeat == 0 and decode_repeats > 1:
+                after_first = learned(engine, learn)
+        if learn and after_first is not None:
+            set_learned(engine, learn, after_first)
     if result is None:  # pragma: no cover - the decoder always ends with 'done'
         raise RuntimeError("the decoder ended without a result")
     return StageTimes(

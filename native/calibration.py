@@ -19,6 +19,7 @@ every other sequence and the engine counters are left exactly as they were.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import statistics
 import tempfile
@@ -33,18 +34,22 @@ from typing import Any
 
 from toolweave.errors import ContextFullError, SequenceError
 from toolweave.native.engine import BatchToken, Engine
-from toolweave.ngram import AcceptanceRate
+from toolweave.ngram import AcceptanceRate, ContextRates
 
 __all__ = [
     "MAX_K",
     "QUICK_CONTEXT_TOKENS",
     "STATE_TOKENS",
     "CostTable",
+    "Learned",
     "PassTimes",
+    "engine_context_rates",
     "engine_costs",
     "engine_pass_times",
+    "learned",
     "measure_costs",
     "scratch_sequences",
+    "set_learned",
 ]
 
 #: Largest pass size measured (and the number of scratch sequences wanted).
@@ -428,6 +433,9 @@ _ENGINE_RATES: weakref.WeakKeyDictionary[Engine, dict[str, AcceptanceRate]] = (
 _ENGINE_PASS_MS: weakref.WeakKeyDictionary[Engine, dict[str, PassTimes]] = (
     weakref.WeakKeyDictionary()
 )
+_ENGINE_CONTEXT_RATES: weakref.WeakKeyDictionary[Engine, dict[str, ContextRates]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 class PassTimes:
@@ -473,11 +481,49 @@ def engine_pass_times(engine: Engine, kind: str | None) -> PassTimes:
     return _ENGINE_PASS_MS.setdefault(engine, {}).setdefault(kind, PassTimes())
 
 
+def engine_context_rates(engine: Engine, kind: str | None) -> ContextRates:
+    """Draft acceptance per draft context learned on this engine for `kind` of output (a
+    fresh, unstored record for None)."""
+    if kind is None:
+        return ContextRates()
+    return _ENGINE_CONTEXT_RATES.setdefault(engine, {}).setdefault(kind, ContextRates())
+
+
+@dataclass(frozen=True)
+class Learned:
+    """A copy of what decoding has learned on an engine for one kind of output."""
+
+    rate: AcceptanceRate | None
+    contexts: ContextRates
+    times: PassTimes
+
+
+def learned(engine: Engine, kind: str) -> Learned:
+    """A copy of the acceptance, per-context acceptance and pass times learned for `kind`."""
+    return Learned(
+        engine_rates(engine).get(kind),
+        copy.deepcopy(engine_context_rates(engine, kind)),
+        copy.deepcopy(engine_pass_times(engine, kind)),
+    )
+
+
+def set_learned(engine: Engine, kind: str, state: Learned) -> None:
+    """Put back what `learned` copied (e.g. to repeat a measurement from the same start)."""
+    rates = engine_rates(engine)
+    if state.rate is None:
+        rates.pop(kind, None)
+    else:
+        rates[kind] = state.rate
+    _ENGINE_CONTEXT_RATES.setdefault(engine, {})[kind] = copy.deepcopy(state.contexts)
+    _ENGINE_PASS_MS.setdefault(engine, {})[kind] = copy.deepcopy(state.times)
+
+
 def forget_acceptance(engine: Engine) -> None:
-    """Start this engine's learned acceptance estimates and pass times afresh (e.g. after
-    the prompts or the examples changed)."""
+    """Start this engine's learned acceptance estimates (overall and per draft context)
+    and pass times afresh (e.g. after the prompts or the examples changed)."""
     _ENGINE_RATES.pop(engine, None)
     _ENGINE_PASS_MS.pop(engine, None)
+    _ENGINE_CONTEXT_RATES.pop(engine, None)
 
 
 def engine_costs(engine: Engine) -> CostTable:

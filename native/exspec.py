@@ -30,6 +30,7 @@ import numpy as np
 
 from toolweave.native.calibration import (
     CostTable,
+    engine_context_rates,
     engine_costs,
     engine_pass_times,
     engine_rates,
@@ -90,9 +91,10 @@ def generate_with_exspec(
     starting acceptance estimate. With `learn` (a name for the kind of output: "planner",
     "arbiter", a grammar) the estimate starts where the last call of that kind on this
     engine left it and is kept for the next one, so an output the table predicts badly
-    soon stops paying for drafts; so are the measured times of plain steps and
-    verification passes, which replace the cost table's where known. After the call only
-    `prompt` stays cached in `seq`.
+    soon stops paying for drafts. So are the estimates per draft context (a context whose
+    drafts keep failing stops drafting there: `toolweave.ngram.ContextRates`) and the
+    measured times of plain steps and verification passes, which replace the cost
+    table's where known. After the call only `prompt` stays cached in `seq`.
     """
     if jump and grammar is None:
         raise ValueError("jump needs a grammar: it prefills the tokens the grammar forces")
@@ -101,6 +103,7 @@ def generate_with_exspec(
         max_draft = min(max(costs.verify_all_ms) - 1, engine.n_batch - 1)
         table_ms = {k: costs.pass_ms(k, k) for k in range(1, max_draft + 2)}
         times = engine_pass_times(engine, learn)
+        contexts = engine_context_rates(engine, learn)
         rates = engine_rates(engine)
         rate = acceptance or (rates.get(learn) if learn else None) or AcceptanceRate()
         passes0 = engine.counters.forward_passes
@@ -161,7 +164,9 @@ def generate_with_exspec(
                 draft = table.draft(history, budget, certain_only=True) if table else []
                 if draft and matcher is not None:
                     draft = draft[: matcher.accepts_prefix(draft)]
-                k = draft_length(lambda n: times.ms(n, table_ms), rate.rate, max_len=len(draft))
+                at = tuple(history)  # the context the draft starts from
+                expect = contexts.rate(at, rate) if draft else rate.rate
+                k = draft_length(lambda n: times.ms(n, table_ms), expect, max_len=len(draft))
                 t_pass = time.perf_counter()
                 if k == 0:
                     logits = engine.forward([BatchToken(tokens[-1], pos, (seq,), True)])[0]
@@ -169,12 +174,14 @@ def generate_with_exspec(
                     times.observe(1, (time.perf_counter() - t_pass) * 1000)
                     if draft:  # a free observation: would the draft's first token have passed?
                         hit = draft[0] == new[0]
+                        contexts.observe(at, rate, int(hit), not hit)
                         rate = rate.observe(int(hit), not hit)
                     continue
                 new = _verify(engine, seq, pos, tokens[-1], draft[:k], matcher)
                 times.observe(k + 1, (time.perf_counter() - t_pass) * 1000)
                 drafted += k
                 accepted += len(new) - 1
+                contexts.observe(at, rate, len(new) - 1, len(new) <= k)
                 rate = rate.observe(len(new) - 1, len(new) <= k)
         finally:
             engine.seq_remove(seq, len(prompt))  # keep the prompt cached, drop the answer

@@ -149,3 +149,23 @@ def test_acceptance_rate_follows_observations(hits: list[bool]) -> None:
         acc, obs = acc * 0.9 + hit, obs * 0.9 + 1
     three_then_miss = AcceptanceRate().observe(3, True)
     assert (three_then_miss.accepted, three_then_miss.observed) == pytest.approx((acc, obs))
+
+
+def test_context_rates_stop_drafting_where_drafts_keep_failing() -> None:
+    from toolweave.ngram import AcceptanceRate, ContextRates
+
+    overall = AcceptanceRate()  # 0.9
+    contexts = ContextRates(prior=2.0, max_contexts=2)
+    assert contexts.rate((1, 2), overall) == pytest.approx(0.9)  # unseen: the overall rate
+    for _ in range(3):
+        contexts.observe((1, 2), overall, 0, True)
+    assert contexts.rate((1, 2), overall) < 0.35
+    costs = {1: 10.0, 2: 14.0, 3: 18.0, 4: 22.0}
+    assert draft_length(costs, contexts.rate((1, 2), overall), max_len=3) == 0
+    assert draft_length(costs, contexts.rate((5, 6), overall), max_len=3) > 0
+    contexts.observe((3, 4), overall, 2, False)
+    contexts.observe((7, 8), overall, 2, False)  # over max_contexts: the oldest goes
+    assert len(contexts) == 2
+    assert contexts.rate((1, 2), overall) == pytest.approx(0.9)
+    with pytest.raises(ValueError):
+        ContextRates(prior=0)

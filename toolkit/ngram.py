@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
-__all__ = ["AcceptanceRate", "NgramTable", "draft_length"]
+__all__ = ["AcceptanceRate", "ContextRates", "NgramTable", "draft_length"]
 
 #: Bytes of one packed int32 token id, the unit of `NgramTable.size_bytes`.
 _TOKEN_BYTES = 4
@@ -154,6 +154,49 @@ class AcceptanceRate:
             acc = acc * self.decay + hit
             obs = obs * self.decay + 1
         return replace(self, accepted=acc, observed=obs)
+
+
+class ContextRates:
+    """Acceptance per draft context (the n-1 tokens a draft starts from), on top of an
+    output kind's overall `AcceptanceRate`.
+
+    A context's estimate starts at the overall rate, worth `prior` observations, and then
+    follows what drafts from that context did. Where the examples make a choice one way
+    and the model another (an Arbiter's "Finish" against its "Replan"), drafts from that
+    context keep failing at their first token; its own estimate stops them there while
+    drafts elsewhere go on. At most `max_contexts` are kept (the oldest go first).
+    """
+
+    def __init__(self, *, prior: float = 2.0, max_contexts: int = 4096) -> None:
+        if prior <= 0 or max_contexts < 1:
+            raise ValueError("need prior > 0 and max_contexts >= 1")
+        self.prior = prior
+        self.max_contexts = max_contexts
+        self._rates: dict[tuple[int, ...], AcceptanceRate] = {}
+
+    def __len__(self) -> int:
+        return len(self._rates)
+
+    def _get(self, context: Sequence[int], overall: AcceptanceRate) -> AcceptanceRate:
+        known = self._rates.get(tuple(context))
+        if known is not None:
+            return known
+        return AcceptanceRate(overall.rate * self.prior, self.prior, overall.decay)
+
+    def rate(self, context: Sequence[int], overall: AcceptanceRate) -> float:
+        """The acceptance to expect for a draft from `context`."""
+        return self._get(context, overall).rate
+
+    def observe(
+        self, context: Sequence[int], overall: AcceptanceRate, accepted: int, rejected: bool
+    ) -> None:
+        """Record a draft from `context` (see `AcceptanceRate.observe`)."""
+        key = tuple(context)
+        updated = self._get(key, overall).observe(accepted, rejected)
+        self._rates.pop(key, None)
+        self._rates[key] = updated
+        while len(self._rates) > self.max_contexts:
+            del self._rates[next(iter(self._rates))]
 
 
 PassCost = Callable[[int], float] | Mapping[int, float]
