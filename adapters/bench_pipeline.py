@@ -20,7 +20,7 @@ All decode under the same plan and Arbiter grammars. Tools run with BFCL's own
 implementations (`toolweave.adapters.bfcl_tools`). Prefix states are built once into
 ``--state-dir`` (kept between runs). Reported: Planner and Arbiter prefill time and
 uncached tokens, decode time (the fastest of ``--decode-repeats`` decodes of the same
-prompt, 3 by default: the output is deterministic and the minimum drops scheduler
+prompt, 5 by default: the output is deterministic and the minimum drops scheduler
 noise, equally for every configuration) and tokens per pass, end-to-end latency
 (geometric means),
 Planner accuracy (plan DAG equals the ground truth's), n-gram table build time and size,
@@ -136,7 +136,7 @@ def bench_pipeline(
     decode_repeats: Annotated[
         int,
         typer.Option("--decode-repeats", min=1, help="Decodes per stage; the fastest is reported."),
-    ] = 3,
+    ] = 5,
     state_dir: Annotated[
         Path, typer.Option("--state-dir", help="Where prefix states are kept.")
     ] = DEFAULT_STATE_DIR,
