@@ -160,8 +160,10 @@ class ContextRates:
     """Acceptance per draft context (the n-1 tokens a draft starts from), on top of an
     output kind's overall `AcceptanceRate`.
 
-    A context's estimate starts at the overall rate, worth `prior` observations, and then
-    follows what drafts from that context did. Where the examples make a choice one way
+    A context's estimate starts at the overall rate worth `prior` observations plus one
+    observation at 0.5 (an unseen context is less certain than the output's average: a
+    long draft from it would be priced as if most of it passed), and then follows what
+    drafts from that context did. Where the examples make a choice one way
     and the model another (an Arbiter's "Finish" against its "Replan"), drafts from that
     context keep failing at their first token; its own estimate stops them there while
     drafts elsewhere go on. At most `max_contexts` are kept (the oldest go first).
@@ -181,7 +183,7 @@ class ContextRates:
         known = self._rates.get(tuple(context))
         if known is not None:
             return known
-        return AcceptanceRate(overall.rate * self.prior, self.prior, overall.decay)
+        return AcceptanceRate(overall.rate * self.prior + 0.5, self.prior + 1, overall.decay)
 
     def rate(self, context: Sequence[int], overall: AcceptanceRate) -> float:
         """The acceptance to expect for a draft from `context`."""
