@@ -79,7 +79,7 @@ from toolweave.promptweaver import (
     select_combinations,
     training_sequences,
 )
-from toolweave.toolrag import ToolRAG
+from toolweave.toolrag import ToolRAG, ToolRAGResult
 from toolweave.workload import PlanRequest, load_workload, tool_themes
 
 __all__ = ["CONFIGS", "bench_pipeline", "selected_tools"]
@@ -241,7 +241,14 @@ def run_pipeline_bench(
 
 def selected_tools(rag: ToolRAG, request: PlanRequest) -> list[str]:
     """ToolRAG's tools for ``request`` among its catalogue; its likeliest if none passes."""
-    found = rag.retrieve(request.request_text, candidates=[t.name for t in request.tools])
+    return _selection(_retrieve(rag, request))
+
+
+def _retrieve(rag: ToolRAG, request: PlanRequest) -> ToolRAGResult:
+    return rag.retrieve(request.request_text, candidates=[t.name for t in request.tools])
+
+
+def _selection(found: ToolRAGResult) -> list[str]:
     return list(found.tools) or [max(found.probabilities, key=found.probabilities.__getitem__)]
 
 
@@ -347,8 +354,8 @@ def _run_requests(
         task = bar.add_task("run", total=len(sample) * len(CONFIGS))
         for i, req in enumerate(sample):
             weaver = weavers[req.theme]
-            found = rag.retrieve(req.request_text, candidates=[t.name for t in req.tools])
-            selected = selected_tools(rag, req)
+            found = _retrieve(rag, req)
+            selected = _selection(found)
             dynamic = [(m.example.query, m.example.plan) for m in found.examples]
             shown = [t for t in req.tools if t.name in selected]
             prompts = {
@@ -570,7 +577,7 @@ def _plot(report: dict[str, Any], path: Path) -> None:
     budgets = [c["budget"] for c in cov]
     ax.plot(budgets, [100 * c["coverage"] for c in cov], "o-", label="coverage (test)")
     ax.set_xlabel("stored combinations of example blocks (budget)")
-    ax.set_ylabel("coverage of activated clusters (%)")
+    ax.set_ylabel("coverage of example blocks (%)")
     ax2 = ax.twinx()
     ax2.plot(budgets, [c["storage_mb"] for c in cov], "s--", color="gray")
     ax2.set_ylabel("storage (MB)", color="gray")

@@ -130,7 +130,8 @@ def run_stage(
             t1 = time.perf_counter()
             table = exspec_table(engine, examples, query)
             table_ms = (time.perf_counter() - t1) * 1000
-        start = learned(engine, learn) if learn else None
+        # Repeats start from what the first decode started from; its learning is kept.
+        start = learned(engine, learn) if learn and decode_repeats > 1 else None
         after_first = None
         result = None
         decode_ms = float("inf")
@@ -153,7 +154,7 @@ def run_stage(
                 if event.kind == "done" and result is None:
                     result = event.result
             decode_ms = min(decode_ms, (time.perf_counter() - t2) * 1000)
-            if learn and repeat == 0 and decode_repeats > 1:
+            if learn and start is not None and repeat == 0:
                 after_first = learned(engine, learn)
         if learn and after_first is not None:
             set_learned(engine, learn, after_first)

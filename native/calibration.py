@@ -26,7 +26,7 @@ import tempfile
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from functools import partial
 from pathlib import Path
 from types import MappingProxyType
@@ -41,11 +41,11 @@ __all__ = [
     "QUICK_CONTEXT_TOKENS",
     "STATE_TOKENS",
     "CostTable",
+    "Drafting",
     "Learned",
     "PassTimes",
-    "engine_context_rates",
     "engine_costs",
-    "engine_pass_times",
+    "engine_drafting",
     "learned",
     "measure_costs",
     "scratch_sequences",
@@ -430,10 +430,7 @@ _ENGINE_COSTS: weakref.WeakKeyDictionary[Engine, CostTable] = weakref.WeakKeyDic
 _ENGINE_RATES: weakref.WeakKeyDictionary[Engine, dict[str, AcceptanceRate]] = (
     weakref.WeakKeyDictionary()
 )
-_ENGINE_PASS_MS: weakref.WeakKeyDictionary[Engine, dict[str, PassTimes]] = (
-    weakref.WeakKeyDictionary()
-)
-_ENGINE_CONTEXT_RATES: weakref.WeakKeyDictionary[Engine, dict[str, ContextRates]] = (
+_ENGINE_DRAFTING: weakref.WeakKeyDictionary[Engine, dict[str, Drafting]] = (
     weakref.WeakKeyDictionary()
 )
 
@@ -473,20 +470,21 @@ def engine_rates(engine: Engine) -> dict[str, AcceptanceRate]:
     return _ENGINE_RATES.setdefault(engine, {})
 
 
-def engine_pass_times(engine: Engine, kind: str | None) -> PassTimes:
-    """The pass times measured on this engine for `kind` of output (a fresh, unstored
-    record for None)."""
-    if kind is None:
-        return PassTimes()
-    return _ENGINE_PASS_MS.setdefault(engine, {}).setdefault(kind, PassTimes())
+@dataclass
+class Drafting:
+    """What ExSpec learns about one kind of output besides its overall acceptance: the
+    acceptance per draft context and the measured pass times."""
+
+    contexts: ContextRates = field(default_factory=ContextRates)
+    times: PassTimes = field(default_factory=PassTimes)
 
 
-def engine_context_rates(engine: Engine, kind: str | None) -> ContextRates:
-    """Draft acceptance per draft context learned on this engine for `kind` of output (a
-    fresh, unstored record for None)."""
+def engine_drafting(engine: Engine, kind: str | None) -> Drafting:
+    """What ExSpec learned on this engine for `kind` of output (a fresh, unstored record
+    for None)."""
     if kind is None:
-        return ContextRates()
-    return _ENGINE_CONTEXT_RATES.setdefault(engine, {}).setdefault(kind, ContextRates())
+        return Drafting()
+    return _ENGINE_DRAFTING.setdefault(engine, {}).setdefault(kind, Drafting())
 
 
 @dataclass(frozen=True)
@@ -494,17 +492,12 @@ class Learned:
     """A copy of what decoding has learned on an engine for one kind of output."""
 
     rate: AcceptanceRate | None
-    contexts: ContextRates
-    times: PassTimes
+    drafting: Drafting
 
 
 def learned(engine: Engine, kind: str) -> Learned:
     """A copy of the acceptance, per-context acceptance and pass times learned for `kind`."""
-    return Learned(
-        engine_rates(engine).get(kind),
-        copy.deepcopy(engine_context_rates(engine, kind)),
-        copy.deepcopy(engine_pass_times(engine, kind)),
-    )
+    return Learned(engine_rates(engine).get(kind), copy.deepcopy(engine_drafting(engine, kind)))
 
 
 def set_learned(engine: Engine, kind: str, state: Learned) -> None:
@@ -514,16 +507,14 @@ def set_learned(engine: Engine, kind: str, state: Learned) -> None:
         rates.pop(kind, None)
     else:
         rates[kind] = state.rate
-    _ENGINE_CONTEXT_RATES.setdefault(engine, {})[kind] = copy.deepcopy(state.contexts)
-    _ENGINE_PASS_MS.setdefault(engine, {})[kind] = copy.deepcopy(state.times)
+    _ENGINE_DRAFTING.setdefault(engine, {})[kind] = copy.deepcopy(state.drafting)
 
 
 def forget_acceptance(engine: Engine) -> None:
     """Start this engine's learned acceptance estimates (overall and per draft context)
     and pass times afresh (e.g. after the prompts or the examples changed)."""
     _ENGINE_RATES.pop(engine, None)
-    _ENGINE_PASS_MS.pop(engine, None)
-    _ENGINE_CONTEXT_RATES.pop(engine, None)
+    _ENGINE_DRAFTING.pop(engine, None)
 
 
 def engine_costs(engine: Engine) -> CostTable:

@@ -30,9 +30,8 @@ import numpy as np
 
 from toolweave.native.calibration import (
     CostTable,
-    engine_context_rates,
     engine_costs,
-    engine_pass_times,
+    engine_drafting,
     engine_rates,
     forget_acceptance,
 )
@@ -102,8 +101,8 @@ def generate_with_exspec(
         costs = costs or engine_costs(engine)
         max_draft = min(max(costs.verify_all_ms) - 1, engine.n_batch - 1)
         table_ms = {k: costs.pass_ms(k, k) for k in range(1, max_draft + 2)}
-        times = engine_pass_times(engine, learn)
-        contexts = engine_context_rates(engine, learn)
+        drafting = engine_drafting(engine, learn)
+        times, contexts = drafting.times, drafting.contexts
         rates = engine_rates(engine)
         rate = acceptance or (rates.get(learn) if learn else None) or AcceptanceRate()
         passes0 = engine.counters.forward_passes
