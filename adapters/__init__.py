@@ -1,1 +1,6 @@
-"""The edges of toolweave: the command line (MCP and LangChain adapters come next)."""
+"""The edges of toolweave: LangChain (`langchain/`), MCP (`mcp/`), the command line
+(`cli/`), the benchmarks (`bench/`) and the bundled demo MCP servers (`demo_servers/`).
+
+Public names are imported from `toolweave` itself, e.g. ``from toolweave import
+ChatToolweave, MCPHub``.
+"""

@@ -18,10 +18,10 @@ import time
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from toolweave.adapters.chat_model import ChatToolweave
-from toolweave.adapters.langchain_tools import to_langchain
-from toolweave.adapters.mcp_client import MCPHub, demo_server_configs
-from toolweave.adapters.provisional import ProvisionalToolMiddleware
+from toolweave.adapters.langchain.chat_model import ChatToolweave
+from toolweave.adapters.langchain.provisional import ProvisionalToolMiddleware
+from toolweave.adapters.langchain.tools import to_langchain
+from toolweave.adapters.mcp.client import MCPHub, demo_server_configs
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,10 +21,10 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from toolweave.adapters.chat_model import ChatToolweave
-from toolweave.adapters.mcp_client import MCPHub, ServerConfig, demo_server_configs
-from toolweave.adapters.plan_agent import PlanOutAgent
-from toolweave.demo_servers import plan_examples
+from toolweave.adapters.demo_servers import plan_examples
+from toolweave.adapters.langchain.chat_model import ChatToolweave
+from toolweave.adapters.langchain.plan_agent import PlanOutAgent
+from toolweave.adapters.mcp.client import MCPHub, ServerConfig, demo_server_configs
 
 
 class PhasePrinter:

@@ -24,10 +24,10 @@ from pathlib import Path
 import numpy as np
 
 from toolweave import ToolCall, load_tools_file, resolve_model
+from toolweave.eval.serving_trace import DEFAULT_RULES, AgentAction, tool_catalogue
 from toolweave.native import BatchToken, Engine
-from toolweave.native.state_store import StateStore
-from toolweave.prompt import render_chat
-from toolweave.serving_trace import DEFAULT_RULES, AgentAction, tool_catalogue
+from toolweave.native.states.store import StateStore
+from toolweave.prompting.chat_template import render_chat
 
 TOOLS = Path(__file__).resolve().parent / "tools" / "assistant_tools.json"
 TASK = (

@@ -32,9 +32,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from toolweave.drafting.ngram import AcceptanceRate, ContextRates
 from toolweave.errors import ContextFullError, SequenceError
 from toolweave.native.engine import BatchToken, Engine
-from toolweave.ngram import AcceptanceRate, ContextRates
 
 __all__ = [
     "MAX_K",

@@ -12,22 +12,22 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from toolweave.callgrammar import call_grammar, value_grammar
+from toolweave.drafting.forecast import CallForecast, ToolRanking
 from toolweave.errors import CallFormatError, ConstraintError, ToolSpecError
-from toolweave.forecast import CallForecast, ToolRanking
 from toolweave.formats import CallFormat, format_for_chat_template, get_format
+from toolweave.grammar.call import call_grammar, value_grammar
 from toolweave.native.calibration import CostTable, engine_costs, engine_rates
 from toolweave.native.constraints import TokenMatcher, vocabulary_for
-from toolweave.native.decoder import ResponseDecoder
+from toolweave.native.decode.response import ResponseDecoder
+from toolweave.native.decode.values import parallel_pays
 from toolweave.native.engine import Engine
-from toolweave.native.prompt_cache import prefill_prompt
-from toolweave.native.values import parallel_pays
-from toolweave.prompt import Message, render_chat, tool_messages
+from toolweave.native.states.prefill import prefill_prompt
+from toolweave.prompting.chat_template import Message, render_chat, tool_messages
 from toolweave.results import MODES, CallEvent, CallResult, CallStats, InvalidCall
 from toolweave.toolspec import ToolCall, ToolSpec
 
 if TYPE_CHECKING:
-    from toolweave.native.grammar_baseline import GrammarBaseline
+    from toolweave.native.baselines.grammar import GrammarBaseline
 
 __all__ = ["CallEvent", "ToolCaller"]
 
@@ -134,7 +134,7 @@ class ToolCaller:
         if mode not in MODES:
             raise ConstraintError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
         if mode == "grammar":
-            from toolweave.native.grammar_baseline import GrammarBaseline
+            from toolweave.native.baselines.grammar import GrammarBaseline
 
             if self._grammar_baseline is None:
                 self._grammar_baseline = GrammarBaseline(self.engine)

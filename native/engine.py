@@ -150,7 +150,7 @@ class Engine:
         self._piece_buf = ctypes.create_string_buffer(256)
         self._pieces: dict[int, bytes] = {}
         # Tokens known to sit in each sequence at positions 0..n-1, recorded by prompt
-        # prefills (`toolweave.native.prompt_cache`); every sequence operation below keeps
+        # prefills (`toolweave.native.states.prefill`); every sequence operation below keeps
         # them truthful, so separate callers sharing a sequence reuse each other's prefix.
         self.seq_tokens: dict[int, list[int]] = {}
 
@@ -220,7 +220,7 @@ class Engine:
         """Recreate the context after `release()` (a no-op when it is live).
 
         `last_acquire_ms` keeps how long the re-creation took: mostly llama.cpp clearing
-        the KV buffer, i.e. page faults over n_ctx cells (see `toolweave.adapters.launch`).
+        the KV buffer, i.e. page faults over n_ctx cells (see `toolweave.adapters.cli.launch`).
         """
         with self.lock:
             if self._released:

@@ -14,7 +14,7 @@ from toolweave.toolspec import ToolSpec, load_tools_file
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS_FILE = ROOT / "examples" / "tools" / "assistant_tools.json"
-QUERIES_FILE = Path(__file__).resolve().parent / "data" / "tool_queries.json"
+QUERIES_FILE = ROOT / "adapters" / "bench" / "data" / "tool_queries.json"
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,6 @@ This package (`toolkit/`) is pure logic and never imports llama.cpp; the engine 
 decoders live in `toolweave.native`, the edges (CLI) in `toolweave.adapters`.
 """
 
-from toolweave.callgrammar import call_grammar, value_grammar
 from toolweave.errors import (
     CallFormatError,
     ConstraintError,
@@ -18,6 +17,7 @@ from toolweave.errors import (
     ToolweaveError,
 )
 from toolweave.formats import CallFormat, format_for_chat_template, get_format
+from toolweave.grammar.call import call_grammar, value_grammar
 from toolweave.models import default_model_path, gemma_model_path, resolve_model
 from toolweave.results import MODES, CallResult, CallStats, InvalidCall
 from toolweave.tools import Tool, ToolResult

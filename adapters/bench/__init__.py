@@ -1,0 +1,1 @@
+"""`toolweave bench ...`: benchmark suites, their report and plots (the `bench` extra)."""

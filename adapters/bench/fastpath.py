@@ -1,0 +1,343 @@
+"""`toolweave bench fastpath`: the five decoding modes on BFCL v4, interleaved in one process.
+
+    toolweave bench fastpath --json OUT [--plot OUT.png] [--calls N] [--model M]
+
+Cases are sampled uniformly over the number of ground-truth arguments from simple,
+multiple, parallel and parallel_multiple. Every case runs in every mode back to back (the
+order alternates per case); times are measured from the end of the prompt prefill, which
+all modes share. Reported per mode: geometric means of time to tool start and total time,
+decode passes per call, BFCL-style correctness, agreement with `constrained`, peak
+resident memory (VmHWM, reset before each call), and the phase breakdown of `fast`;
+speedups are ratios of geometric means. `lossless` also runs with SchemaFill forecasts off,
+so what they add (speedup, passes, acceptance) is reported per group of categories.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from toolweave.adapters.bench.plotting import pyplot
+from toolweave.eval.bfcl import BfclCase, sample_cases
+from toolweave.eval.modebench import geomean
+from toolweave.eval.scoring import match_calls
+from toolweave.models import MODELS, resolve_model
+from toolweave.native.baselines.grammar import GrammarBaseline
+from toolweave.native.calibration import CostTable, engine_costs
+from toolweave.native.caller import ToolCaller
+from toolweave.native.engine import Engine
+from toolweave.native.states.idle import peak_resident_bytes, reset_peak_resident, resident_bytes
+from toolweave.results import MODES, CallResult
+
+__all__ = ["CATEGORIES", "bench_fastpath"]
+
+CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple")
+#: `lossless` with forecasting switched off, run beside the modes.
+NO_FORECAST = "lossless_no_forecast"
+
+
+def _run_case(
+    engine: Engine,
+    baseline: GrammarBaseline,
+    case: BfclCase,
+    index: int,
+    max_tokens: int,
+    memory: dict[str, list[tuple[int, int]]],
+) -> dict[str, CallResult]:
+    several = case.category.startswith("parallel")
+    calls = None if several else 1
+    caller = ToolCaller(engine, case.tools, max_calls=calls, max_tokens=max_tokens)
+    # The same lossless decoder without SchemaFill forecasts: what forecasting adds.
+    plain = ToolCaller(engine, case.tools, max_calls=calls, max_tokens=max_tokens, forecast=False)
+    request = [dict(m) for m in case.messages]
+    caller.call(request, "jump")  # prefill the prompt once, untimed, for every mode
+    runs = [*MODES, NO_FORECAST]
+    order = runs if index % 2 == 0 else list(reversed(runs))
+    results: dict[str, CallResult] = {}
+    for mode in order:
+        measured = reset_peak_resident()
+        before = resident_bytes()
+        if mode == "grammar":
+            results[mode] = baseline.call(caller, request)
+        elif mode == NO_FORECAST:
+            results[mode] = plain.call(request, "lossless")
+        else:
+            results[mode] = caller.call(request, mode)
+        if measured:  # (peak during the call, its increase over the resident memory before)
+            peak = peak_resident_bytes()
+            memory.setdefault(mode, []).append((peak, peak - before))
+    return results
+
+
+def _memory_summary(memory: dict[str, list[tuple[int, int]]]) -> dict[str, Any] | None:
+    """Per mode: the highest peak resident memory of any call, and the largest rise a
+    call caused above the memory resident when it started (both MB); None if unmeasured."""
+    if not set(MODES) <= set(memory):
+        return None
+    mb = 1024 * 1024
+    out = {
+        mode: {
+            "peak_mb": max(p for p, _ in memory[mode]) / mb,
+            "max_rise_mb": max(r for _, r in memory[mode]) / mb,
+        }
+        for mode in MODES
+    }
+    for m in out.values():
+        m["peak_vs_constrained_mb"] = m["peak_mb"] - out["constrained"]["peak_mb"]
+    return out
+
+
+def _summary(cases: Sequence[BfclCase], runs: Sequence[dict[str, CallResult]]) -> dict[str, Any]:
+    modes: dict[str, Any] = {}
+    for mode in MODES:
+        rs = [r[mode] for r in runs]
+        correct = [
+            bool(match_calls(r.calls, c.expected, specs=c.tools))
+            for r, c in zip(rs, cases, strict=True)
+        ]
+        agree = [
+            [x.to_dict() for x in r.calls] == [x.to_dict() for x in run["constrained"].calls]
+            for r, run in zip(rs, runs, strict=True)
+        ]
+        phases: dict[str, float] = {}
+        for r in rs:
+            for k, v in r.stats.phases_ms.items():
+                phases[k] = phases.get(k, 0.0) + v / len(rs)
+        modes[mode] = {
+            "time_to_tool_ms": geomean([r.stats.time_to_tool_ms or r.stats.total_ms for r in rs]),
+            "total_ms": geomean([r.stats.total_ms for r in rs]),
+            "decode_passes": sum(r.stats.decode_passes for r in rs) / len(rs),
+            "correct": sum(correct) / len(rs),
+            "agree_with_constrained": sum(agree) / len(rs),
+            "mean_phases_ms": phases,
+        }
+    base = modes["constrained"]
+    for m in modes.values():
+        m["speedup_time_to_tool_vs_constrained"] = base["time_to_tool_ms"] / m["time_to_tool_ms"]
+        m["speedup_total_vs_constrained"] = base["total_ms"] / m["total_ms"]
+        m["passes_vs_constrained"] = m["decode_passes"] / base["decode_passes"]
+    lossless_equal = sum(r["lossless"].tokens == r["jump"].tokens for r in runs)
+    return {
+        "modes": modes,
+        "forecast": _forecast_summary(cases, runs),
+        "by_arguments": _by_arguments(cases, runs),
+        "lossless_equals_jump": lossless_equal,
+        "calls": len(runs),
+    }
+
+
+def _ceiling(runs: Sequence[dict[str, CallResult]], costs: CostTable) -> dict[str, float]:
+    """The cost model that bounds any decoder writing the same tokens on this engine.
+
+    `constrained` pays a serial step per output token. A token the grammar forces can
+    ride in another pass for `r` = prefill/serial step; a token the model chooses costs a
+    step unless drafted: in k parallel sequences it costs ``sequences_ratio(k) / k`` plus
+    its write-back `r`. With `c` the share of chosen tokens (measured on `jump`):
+    no drafts: ``1 / (c + (1 - c) r)``; every chosen token in the best parallel width:
+    ``1 / (c min(1, p) + (1 - c) r)``; every token drafted and accepted: ``1 / r``.
+    """
+    decoded = sum(r["jump"].stats.decoded_tokens for r in runs)
+    output = sum(r["jump"].stats.output_tokens for r in runs)
+    c = decoded / output if output else 1.0
+    r = costs.prefill_ratio()
+    widths = sorted(costs.sequences_ms)
+    p = min(costs.sequences_ratio(k) / k + r for k in widths)
+    best_k = min(widths, key=lambda k: costs.sequences_ratio(k) / k)
+    return {
+        "chosen_share": c,
+        "prefill_ratio": r,
+        "parallel_token_cost": p,
+        "parallel_width": float(best_k),
+        "bound_no_drafts": 1 / (c + (1 - c) * r),
+        "bound_parallel_values": 1 / (c * min(1.0, p) + (1 - c) * r),
+        "bound_all_drafted": 1 / r,
+    }
+
+
+def _to_tool(result: CallResult) -> float:
+    return result.stats.time_to_tool_ms or result.stats.total_ms
+
+
+def _forecast_summary(
+    cases: Sequence[BfclCase], runs: Sequence[dict[str, CallResult]]
+) -> dict[str, dict[str, float]]:
+    """What SchemaFill forecasts add to `lossless`, per group of categories: speedups of
+    geometric-mean total time and time to tool over `lossless` without them, decode
+    passes per call, and the share of forecast tokens the model accepted."""
+    groups = {
+        "parallel": [i for i, c in enumerate(cases) if c.category.startswith("parallel")],
+        "single": [i for i, c in enumerate(cases) if not c.category.startswith("parallel")],
+        "all": list(range(len(cases))),
+    }
+    out: dict[str, dict[str, float]] = {}
+    for name, idx in groups.items():
+        if not idx:
+            continue
+        on = [runs[i]["lossless"] for i in idx]
+        off = [runs[i][NO_FORECAST] for i in idx]
+        drafted = sum(r.stats.forecast_drafted_tokens for r in on)
+        out[name] = {
+            "calls": len(idx),
+            "speedup_total": geomean([r.stats.total_ms for r in off])
+            / geomean([r.stats.total_ms for r in on]),
+            "speedup_time_to_tool": geomean(
+                [r.stats.time_to_tool_ms or r.stats.total_ms for r in off]
+            )
+            / geomean([r.stats.time_to_tool_ms or r.stats.total_ms for r in on]),
+            "passes": sum(r.stats.decode_passes for r in on) / len(idx),
+            "passes_without": sum(r.stats.decode_passes for r in off) / len(idx),
+            "forecast_tokens": drafted / len(idx),
+            "acceptance": sum(r.stats.forecast_accepted_tokens for r in on) / drafted
+            if drafted
+            else 0.0,
+            "same_tokens": sum(a.tokens == b.tokens for a, b in zip(on, off, strict=True)),
+        }
+    return out
+
+
+def _by_arguments(
+    cases: Sequence[BfclCase], runs: Sequence[dict[str, CallResult]]
+) -> dict[str, dict[str, float]]:
+    """Time-to-tool speedup over `constrained` per number of arguments in the expected
+    calls (`n_args`, what the sample is spread over; "6+" pools the larger ones)."""
+    groups: dict[str, list[int]] = {}
+    for i, case in enumerate(cases):
+        groups.setdefault(str(case.n_args) if case.n_args < 6 else "6+", []).append(i)
+    out: dict[str, dict[str, float]] = {}
+    for key in sorted(groups):
+        rows = [runs[i] for i in groups[key]]
+
+        def ttt(mode: str, rows: list[dict[str, CallResult]] = rows) -> float:
+            return geomean([r[mode].stats.time_to_tool_ms or r[mode].stats.total_ms for r in rows])
+
+        base = ttt("constrained")
+        out[key] = {"calls": len(rows), **{m: base / ttt(m) for m in MODES}}
+    return out
+
+
+def _plot(summary: dict[str, Any], path: Path, title: str) -> None:
+    plt = pyplot()
+
+    modes = list(summary["modes"])
+    ttt = [summary["modes"][m]["speedup_time_to_tool_vs_constrained"] for m in modes]
+    tot = [summary["modes"][m]["speedup_total_vs_constrained"] for m in modes]
+    xs = range(len(modes))
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(13, 4))
+    ax.bar([x - 0.2 for x in xs], ttt, width=0.4, label="time to tool")
+    ax.bar([x + 0.2 for x in xs], tot, width=0.4, label="total")
+    ax.axhline(1.0, color="grey", linewidth=0.8)
+    ax.set_xticks(list(xs), modes)
+    ax.set_ylabel("speedup vs constrained (geomean)")
+    ax.set_title(title)
+    ax.legend()
+    groups = summary.get("by_arguments", {})
+    keys = list(groups)
+    width = 0.8 / len(modes)
+    for j, mode in enumerate(modes):
+        ax2.bar(
+            [k + (j - len(modes) / 2 + 0.5) * width for k in range(len(keys))],
+            [groups[g][mode] for g in keys],
+            width=width,
+            label=mode,
+        )
+    ax2.axhline(1.0, color="grey", linewidth=0.8)
+    ax2.set_xticks(range(len(keys)), [f"{g} args ({groups[g]['calls']:.0f})" for g in keys])
+    ax2.set_ylabel("time to tool, x vs constrained")
+    ax2.set_title("by number of arguments (calls)")
+    ax2.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def bench_fastpath(
+    json_out: Annotated[Path, typer.Option("--json", help="Where to write the results.")],
+    plot: Annotated[Path | None, typer.Option("--plot", help="PNG of the speedups.")] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help=f"GGUF path or {', '.join(MODELS)}.")
+    ] = None,
+    calls: Annotated[int, typer.Option("--calls", min=1, help="BFCL cases sampled.")] = 100,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", min=1)] = 256,
+) -> None:
+    """The five decoding modes on BFCL v4 (simple, multiple, parallel, parallel_multiple)."""
+    cases = sample_cases(CATEGORIES, calls, seed=seed)
+    console = Console(highlight=False, stderr=True)
+    runs: list[dict[str, CallResult]] = []
+    memory: dict[str, list[tuple[int, int]]] = {}
+    with Engine(resolve_model(model), n_ctx=4096) as engine:
+        baseline = GrammarBaseline(engine)
+        try:
+            with console.status("") as status:
+                for i, case in enumerate(cases):
+                    status.update(f"BFCL case {i + 1}/{len(cases)} ({case.id})")
+                    runs.append(_run_case(engine, baseline, case, i, max_tokens, memory))
+        finally:
+            baseline.close()
+        name = engine.model_name
+        costs = engine_costs(engine)
+    summary = _summary(cases, runs)
+    summary["ceiling"] = _ceiling(runs, costs)
+    report = {
+        "benchmark": "fastpath",
+        "model": name,
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "categories": CATEGORIES,
+        "cases": [c.id for c in cases],
+        **summary,
+        "memory": _memory_summary(memory),
+    }
+    json_out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    if plot is not None:
+        _plot(summary, plot, f"{name}: {len(cases)} BFCL calls")
+    _print({**summary, "memory": report["memory"]}, Console(highlight=False))
+
+
+def _print(summary: dict[str, Any], console: Console) -> None:
+    table = Table(title=f"{summary['calls']} BFCL calls (geometric means)")
+    memory = summary.get("memory") or {}
+    cols = ("mode", "to tool ms", "total ms", "x to tool", "passes", "correct", "= constr.")
+    for col in (*cols, "peak MB"):
+        table.add_column(col, justify="right")
+    for mode, m in summary["modes"].items():
+        peak = memory.get(mode)
+        table.add_row(
+            mode,
+            f"{m['time_to_tool_ms']:.0f}",
+            f"{m['total_ms']:.0f}",
+            f"x{m['speedup_time_to_tool_vs_constrained']:.2f}",
+            f"{m['decode_passes']:.1f}",
+            f"{m['correct']:.0%}",
+            f"{m['agree_with_constrained']:.0%}",
+            f"{peak['peak_mb']:.0f} ({peak['peak_vs_constrained_mb']:+.1f})" if peak else "-",
+        )
+    console.print(table)
+    console.print(f"lossless == jump on {summary['lossless_equals_jump']}/{summary['calls']} calls")
+    cap = summary["ceiling"]
+    console.print(
+        f"cost model: {cap['chosen_share']:.0%} of tokens chosen by the model, a prefilled "
+        f"token costs {cap['prefill_ratio']:.2f} step, a value token in parallel "
+        f"{cap['parallel_token_cost']:.2f} step (k={cap['parallel_width']:.0f}); ceilings vs "
+        f"constrained: x{cap['bound_no_drafts']:.2f} without drafts, "
+        f"x{cap['bound_parallel_values']:.2f} with parallel values, "
+        f"x{cap['bound_all_drafted']:.2f} with every token drafted and accepted"
+    )
+    phases = summary["modes"]["fast"]["mean_phases_ms"]
+    console.print(
+        "fast, mean ms per call: "
+        + ", ".join(f"{k} {v:.0f}" for k, v in phases.items() if k != "time_to_final_call")
+    )
+    for group, f in summary.get("forecast", {}).items():
+        console.print(
+            f"forecasts ({group}, {f['calls']} calls): lossless x{f['speedup_total']:.2f} total "
+            f"time, passes {f['passes']:.1f} vs {f['passes_without']:.1f} without, "
+            f"{f['acceptance']:.0%} of {f['forecast_tokens']:.1f} forecast tokens accepted, "
+            f"same tokens {f['same_tokens']}/{f['calls']}"
+        )

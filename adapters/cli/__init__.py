@@ -1,0 +1,1 @@
+"""The `toolweave` command line."""

@@ -1,0 +1,378 @@
+"""`toolweave run "REQUEST"`: an agent on the local model and MCP tool servers.
+
+By default the embedded SmolLM2 answers with the bundled demo MCP servers; `--server`
+(repeatable: a command for stdio, or an http(s) URL) uses your own instead. The agent
+is LangChain's `create_agent` on `ChatToolweave` with early starts of read-only tools.
+Each phase is printed as it happens; `--json` prints the same events as one JSON
+document instead. `--compare` re-decodes every model message of the run with the
+`constrained` baseline decoder (same prompts, same model, tools not run again) and
+compares decode passes and time.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+if TYPE_CHECKING:
+    from langchain_core.messages import BaseMessage
+    from langchain_core.tools import BaseTool
+    from rich.console import Console
+
+    from toolweave.adapters.cli.display import RunTrace
+    from toolweave.adapters.mcp.client import MCPHub
+    from toolweave.native.states.store import StateStore
+
+__all__ = ["run"]
+
+#: Agent graph steps (model and tool nodes) before a run is stopped.
+MAX_STEPS = 16
+#: One LLM call of the plan-out agent: its messages, "planner" or "arbiter", what the
+#: model was bound with (its grammar), and what it cost in this run ("stats", "ms", "text").
+LLMCall = tuple[tuple[tuple[str, str], ...], str, dict[str, Any], dict[str, Any]]
+#: Where `toolweave run` keeps saved prompt states between runs (`--prompt-cache`).
+PROMPT_CACHE = Path.home() / ".cache" / "toolweave" / "prompt-states"
+
+SYSTEM = (
+    "You are a helpful assistant on the user's computer. Use the tools to look things "
+    "up or act, then answer briefly from the tool results."
+)
+
+
+def run(
+    request: Annotated[str, typer.Argument(help="What to ask the agent.")],
+    server: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--server",
+            help="MCP server: a command (stdio) or an http(s) URL; repeatable. "
+            "Default: the bundled demo servers.",
+        ),
+    ] = None,
+    demo: Annotated[
+        str | None,
+        typer.Option("--demo", help="Demo servers to start, comma-separated (default: all)."),
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help="GGUF path or model name (default: SmolLM2).")
+    ] = None,
+    mode: Annotated[str, typer.Option("--mode", help="Decoding mode of tool calls.")] = "lossless",
+    agent: Annotated[
+        str, typer.Option("--agent", help="plan (Planner/executor/Arbiter) or react.")
+    ] = "plan",
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON trace.")] = False,
+    compare: Annotated[
+        bool, typer.Option("--compare", help="Compare with the constrained baseline decoder.")
+    ] = False,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", min=16)] = 160,
+    state_dir: Annotated[
+        Path | None, typer.Option("--state-dir", help="Where the demo servers keep state.")
+    ] = None,
+    prompt_cache: Annotated[
+        Path,
+        typer.Option(
+            "--prompt-cache", help="Saved prompt states, reused by later runs of the same model."
+        ),
+    ] = PROMPT_CACHE,
+    no_prompt_cache: Annotated[
+        bool, typer.Option("--no-prompt-cache", help="Prefill every prompt from scratch.")
+    ] = False,
+) -> None:
+    """Answer REQUEST with an agent on the local model and MCP tools, showing each phase."""
+    # Imported here: LangChain's agent stack takes seconds to import, `toolweave call` not.
+    from langgraph.errors import GraphRecursionError
+    from rich.console import Console
+
+    from toolweave.adapters.cli.display import RunTrace
+    from toolweave.adapters.langchain.tools import to_langchain
+    from toolweave.adapters.mcp.client import MCPHub, ServerConfig, demo_server_configs
+    from toolweave.errors import ToolweaveError
+
+    if agent not in ("plan", "react"):
+        raise typer.BadParameter(f"--agent must be plan or react, got {agent!r}")
+    console = Console(highlight=False, stderr=as_json)
+    trace = RunTrace(console, quiet=as_json)
+    try:
+        configs = (
+            [ServerConfig.parse(s) for s in server]
+            if server
+            else demo_server_configs(state_dir, names=demo.split(",") if demo else None)
+        )
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    trace.note(f"starting {len(configs)} MCP server(s): {', '.join(c.name for c in configs)}")
+    store = None if no_prompt_cache else _state_store(prompt_cache)
+    try:
+        with MCPHub(configs) as hub:
+            if not hub.tools:
+                raise ToolweaveError("the MCP servers offer no tools")
+            read_only = [t.name for t in hub.tools if t.read_only]
+            trace.note(
+                f"{len(hub.tools)} tools; read-only (may start early): "
+                f"{', '.join(read_only) or 'none'}"
+            )
+            tools = [to_langchain(t) for t in hub.tools]
+            if agent == "plan":
+                examples = [] if server else _nearest_examples(_demo_examples(), request)
+                answer, summary, calls = _run_plan(
+                    hub, request, model, max_tokens, examples, trace, store
+                )
+                messages: list[BaseMessage] = []
+            else:
+                calls = []
+                messages, answer = _run_agent(tools, request, model, mode, max_tokens, trace, store)
+                summary = _summary(messages)
+    except KeyboardInterrupt:
+        console.print("interrupted: servers stopped, nothing left running")
+        raise typer.Exit(130) from None
+    except GraphRecursionError:
+        raise ToolweaveError(
+            f"the agent did not finish within {MAX_STEPS} steps (see the phases above)"
+        ) from None
+    finally:
+        if store is not None:
+            store.close()  # waits for the state files being written
+    # The baseline only reads the tools' schemas: no tool runs again after the hub closed.
+    comparison = None
+    if compare and agent == "plan":
+        comparison = _compare_plan(calls, model, max_tokens, trace)
+    elif compare:
+        comparison = _compare(messages, tools, model, max_tokens, trace)
+    if as_json:
+        doc = {
+            "request": request,
+            "answer": answer,
+            "events": trace.events,
+            "summary": summary,
+            "compare": comparison,
+        }
+        print(json.dumps(doc, ensure_ascii=False, indent=2, default=str))
+        return
+    console.print(f"\n[bold]answer[/bold]: {answer}")
+    console.print(
+        ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in summary.items())
+        + f"; {trace.elapsed():.1f} s in total"
+    )
+    if comparison:
+        _print_comparison(console, comparison)
+
+
+def _run_agent(
+    tools: list[BaseTool],
+    request: str,
+    model: str | None,
+    mode: str,
+    max_tokens: int,
+    trace: RunTrace,
+    store: StateStore | None = None,
+) -> tuple[list[BaseMessage], str]:
+    from langchain.agents import create_agent
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from toolweave.adapters.langchain.chat_model import ChatToolweave
+    from toolweave.adapters.langchain.provisional import ProvisionalToolMiddleware
+
+    chat = ChatToolweave(
+        model=model,
+        mode=mode,
+        max_tokens=max_tokens,
+        auto_calls="user_turn",
+        observer=trace,
+        state_store=store,
+    )
+    agent = create_agent(
+        chat, tools, system_prompt=SYSTEM, middleware=[ProvisionalToolMiddleware(observer=trace)]
+    )
+    out = agent.invoke({"messages": [HumanMessage(request)]}, {"recursion_limit": MAX_STEPS})
+    _keep_last_prompt(chat, store)
+    messages: list[BaseMessage] = list(out["messages"])
+    last = messages[-1]
+    answer = last.content if isinstance(last, AIMessage) and isinstance(last.content, str) else ""
+    return messages, answer or "(no answer)"
+
+
+def _state_store(directory: Path) -> StateStore:
+    from toolweave.native.states.store import StateStore
+
+    return StateStore(directory)
+
+
+def _keep_last_prompt(chat: Any, store: StateStore | None) -> None:
+    """Save the last prompt's state too (the Arbiter's, or the agent's last message):
+    states are otherwise saved when the next prompt takes the slot, and none comes."""
+    if store is not None:
+        store.save(chat.engine, 0)
+
+
+def _demo_examples() -> list[tuple[str, str]]:
+    from toolweave.adapters.demo_servers import plan_examples
+
+    return plan_examples()
+
+
+def _nearest_examples(
+    examples: Sequence[tuple[str, str]], request: str, k: int = 2
+) -> list[tuple[str, str]]:
+    """The `k` examples whose requests are most like `request` (ToolRAG's embedder),
+    the most similar last: a tiny Planner copies the example nearest the query."""
+    from toolweave.prompting.toolrag import default_embedder
+
+    if len(examples) <= k:
+        return list(examples)
+    queries = [q for q, _ in examples]
+    embedder = default_embedder([*queries, request])
+    scores = embedder.embed(queries) @ embedder.embed([request])[0]
+    best = sorted(range(len(examples)), key=lambda i: -float(scores[i]))[:k]
+    return [examples[i] for i in reversed(best)]
+
+
+def _run_plan(
+    hub: MCPHub,
+    request: str,
+    model: str | None,
+    max_tokens: int,
+    examples: Sequence[tuple[str, str]],
+    trace: RunTrace,
+    store: StateStore | None = None,
+) -> tuple[str, dict[str, Any], list[LLMCall]]:
+    from toolweave.adapters.langchain.chat_model import ChatToolweave
+    from toolweave.adapters.langchain.plan_agent import PlanOutAgent
+
+    done: list[dict[str, Any]] = []  # the cost of each model message, in order
+    cache_ms = [0.0]  # the state store's prefill before the message being decoded
+
+    def observe(kind: str, data: Mapping[str, Any]) -> None:
+        trace(kind, data)
+        if kind == "prompt_cache":
+            cache_ms[0] = data["ms"]
+        elif kind == "model_done":
+            stats = data["stats"]
+            ms = cache_ms[0] + stats["prompt_ms"] + stats["total_ms"]
+            done.append({"stats": stats, "ms": ms, "text": data.get("text", "")})
+            cache_ms[0] = 0.0
+
+    chat = ChatToolweave(
+        model=model, max_tokens=max(max_tokens, 256), observer=observe, state_store=store
+    )
+    agent = PlanOutAgent(chat, hub.tools, examples=examples, observer=trace)
+    result = agent.run(request)
+    _keep_last_prompt(chat, store)
+    tasks = sum(len(r.run.records) for r in result.rounds)
+    summary = {"rounds": len(result.rounds), "tool_calls": tasks, "finished": result.finished}
+    # What each LLM call saw and cost, for --compare.
+    calls: list[LLMCall] = []
+    for r in result.rounds:
+        for msgs, kind, bound in (
+            (r.planner_messages, "planner", agent.planner_kwargs),
+            (r.arbiter_messages, "arbiter", agent.arbiter_kwargs),
+        ):
+            cost = done[len(calls)] if len(calls) < len(done) else {}
+            calls.append((msgs, kind, bound, cost))
+    return result.answer, summary, calls
+
+
+def _summary(messages: Sequence[BaseMessage]) -> dict[str, Any]:
+    from langchain_core.messages import AIMessage
+
+    ai = [m for m in messages if isinstance(m, AIMessage)]
+    stats = [m.response_metadata.get("stats", {}) for m in ai]
+    return {
+        "model_messages": len(ai),
+        "tool_calls": sum(len(m.tool_calls) for m in ai),
+        "decode_passes": sum(s.get("decode_passes", 0) for s in stats),
+        "decode_ms": sum(s.get("total_ms", 0.0) for s in stats),
+    }
+
+
+def _compare(
+    messages: Sequence[BaseMessage],
+    tools: list[BaseTool],
+    model: str | None,
+    max_tokens: int,
+    trace: RunTrace,
+) -> dict[str, Any]:
+    """Decode each model message again with the baseline (tools are not run again)."""
+    from langchain_core.messages import AIMessage, SystemMessage
+
+    from toolweave.adapters.langchain.chat_model import ChatToolweave
+
+    trace.note("comparing: decoding the same messages with the constrained baseline")
+    baseline = ChatToolweave(
+        model=model, mode="constrained", max_tokens=max_tokens, auto_calls="user_turn"
+    )
+    rows: list[dict[str, Any]] = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, AIMessage):
+            continue
+        history = [SystemMessage(SYSTEM), *messages[:i]]
+        again = baseline.bind_tools(tools).invoke(history)
+        ours, base = m.response_metadata.get("stats", {}), again.response_metadata["stats"]
+        rows.append(
+            {
+                "message": len(rows) + 1,
+                "fast_passes": ours.get("decode_passes", 0),
+                "baseline_passes": base["decode_passes"],
+                "fast_ms": ours.get("total_ms", 0.0),
+                "baseline_ms": base["total_ms"],
+                "same_calls": [(c["name"], c["args"]) for c in m.tool_calls]
+                == [(c["name"], c["args"]) for c in again.tool_calls],
+            }
+        )
+    fast = sum(r["fast_ms"] for r in rows)
+    base_ms = sum(r["baseline_ms"] for r in rows)
+    return {"messages": rows, "speedup": base_ms / fast if fast else None}
+
+
+def _compare_plan(
+    calls: Sequence[LLMCall], model: str | None, max_tokens: int, trace: RunTrace
+) -> dict[str, Any]:
+    """Run the Planner's and Arbiter's prompts again the plain way: every prompt prefilled
+    from scratch (no saved or live state), greedy decoding under the same grammar without
+    ExSpec drafts."""
+    from toolweave.adapters.langchain.chat_model import ChatToolweave
+
+    trace.note("comparing: the same prompts prefilled from scratch, decoded the same way")
+    baseline = ChatToolweave(model=model, max_tokens=max(max_tokens, 256), reuse_prompt_cache=False)
+    rows: list[dict[str, Any]] = []
+    for msgs, kind, bound, ours in calls:
+        plain = {k: v for k, v in bound.items() if k != "exspec"}
+        again = baseline.bind(**plain).invoke(list(msgs))
+        base = again.response_metadata["stats"]
+        mine = ours.get("stats", {})
+        rows.append(
+            {
+                "message": f"{len(rows) // 2 + 1} {kind}",
+                "fast_passes": mine.get("forward_passes", 0),
+                "baseline_passes": base["forward_passes"],
+                "fast_ms": ours.get("ms", 0.0),
+                "baseline_ms": base["prompt_ms"] + base["total_ms"],
+                "same_calls": again.content == ours.get("text"),
+            }
+        )
+    fast = sum(r["fast_ms"] for r in rows)
+    base_ms = sum(r["baseline_ms"] for r in rows)
+    return {"messages": rows, "speedup": base_ms / fast if fast else None}
+
+
+def _print_comparison(console: Console, comparison: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    table = Table(title="toolweave vs the baseline (same prompts)")
+    for col in ("message", "passes", "baseline passes", "ms", "baseline ms", "same output"):
+        table.add_column(col)
+    for r in comparison["messages"]:
+        table.add_row(
+            str(r["message"]),
+            str(r["fast_passes"]),
+            str(r["baseline_passes"]),
+            f"{r['fast_ms']:.0f}",
+            f"{r['baseline_ms']:.0f}",
+            "yes" if r["same_calls"] else "no",
+        )
+    console.print(table)
+    if comparison["speedup"]:
+        console.print(f"speedup over the baseline: x{comparison['speedup']:.2f}")

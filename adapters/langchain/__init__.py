@@ -1,0 +1,1 @@
+"""LangChain: the chat model, tools in and out, the provisional middleware, the plan-out agent."""

@@ -1,0 +1,548 @@
+"""`ChatToolweave`: a LangChain chat model over the native engine and the fast path.
+
+    model = ChatToolweave()                      # embedded SmolLM2, mode "lossless"
+    agent = create_agent(model, tools, middleware=[ProvisionalToolMiddleware()])
+
+Tool calls are decoded by `ToolCaller` in the chosen mode (default `lossless`: the
+fast path whose output equals serial greedy decoding); answers in text by greedy
+decoding; structured output under a JSON-schema grammar. One engine per model file is
+shared by every instance in the process and serialised by its lock, so concurrent
+callers (threads or async tasks, which run the decoding on worker threads) never see
+each other's sequences.
+
+With ``tool_choice`` auto, ``auto_calls="model"`` lets the model decide: it calls a tool
+when its greedy first token starts the call format. Small models rarely choose to call
+on their own (SmolLM2-135M opened a call for 1 of 8 assistant requests), so
+``auto_calls="user_turn"`` calls a tool whenever the last message is the user's and lets
+the model decide after tool results, except that a call repeating one already made
+since the user's message becomes a text answer (tiny models otherwise loop on it);
+agents on tiny models want that one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.language_models.chat_models import LangSmithParams
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import ConfigDict, Field, PrivateAttr
+
+from toolweave.adapters.langchain.messages import (
+    ai_message,
+    message_text,
+    split_system,
+    template_messages,
+    usage_metadata,
+)
+from toolweave.adapters.langchain.provisional import active_runner
+from toolweave.adapters.langchain.stream import CallStreamer
+from toolweave.adapters.langchain.structured import structured_output_runnable
+from toolweave.adapters.langchain.tools import annotations_from_langchain
+from toolweave.errors import ToolSpecError, ToolweaveError
+from toolweave.formats import format_for_chat_template
+from toolweave.grammar.call import arguments_schema
+from toolweave.models import resolve_model
+from toolweave.native.caller import ToolCaller
+from toolweave.native.decode.exspec import exspec_table, generate_with_exspec
+from toolweave.native.decode.text import first_token, generate_text
+from toolweave.native.engine import Engine
+from toolweave.prompting.chat_template import render_chat
+from toolweave.readonly import with_read_only
+from toolweave.results import MODES, CallEvent, CallResult
+from toolweave.toolspec import ToolSpec
+
+__all__ = ["ChatToolweave"]
+
+_ENGINES: dict[tuple[str, int], Engine] = {}
+_ENGINES_LOCK = threading.Lock()
+
+
+def shared_engine(model: str | None, n_ctx: int) -> Engine:
+    """One engine per (model file, context size) in this process."""
+    path = str(resolve_model(model))
+    with _ENGINES_LOCK:
+        engine = _ENGINES.get((path, n_ctx))
+        if engine is None:
+            engine = Engine(path, n_ctx=n_ctx)
+            _ENGINES[(path, n_ctx)] = engine
+        return engine
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What one request decodes: tool calls, text, or JSON under a schema."""
+
+    kind: Literal["call", "text", "json", "auto", "grammar"]
+    specs: tuple[ToolSpec, ...] = ()
+    schema: Mapping[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _tool_choice_name(choice: Any) -> str | None:
+    if isinstance(choice, Mapping):
+        fn = choice.get("function")
+        name = fn.get("name") if isinstance(fn, Mapping) else choice.get("name")
+        return str(name) if name else None
+    if isinstance(choice, str) and choice not in ("auto", "none", "any", "required"):
+        return choice
+    return None
+
+
+class ChatToolweave(BaseChatModel):
+    """A chat model on a local GGUF model, with toolweave's tool-call decoders."""
+
+    model: str | None = Field(default=None, description="GGUF path or known model name.")
+    mode: str = "lossless"
+    n_ctx: int = 8192
+    max_tokens: int = 512
+    temperature: float = 0.0
+    max_calls: int | None = 1
+    auto_calls: Literal["model", "user_turn"] = "model"
+    call_format: str | None = None
+    stop: list[str] | None = None
+    #: Reuse the KV state of the longest prompt prefix already processed. Faster, but the
+    #: logits then depend slightly on how earlier prompts were split into prefill passes,
+    #: so greedy output can differ from a cold start on near-ties; False prefills every
+    #: prompt from scratch (same request, same answer, whatever ran before).
+    reuse_prompt_cache: bool = True
+    #: Called as observer(kind, data) for each decoding phase (live displays, traces).
+    observer: Callable[[str, Mapping[str, Any]], None] | None = Field(default=None, exclude=True)
+    #: Saved prompt states (a `toolweave.native.states.store.StateStore`) shared by requests
+    #: and, with a directory, by later processes: each prompt starts from the longest
+    #: saved prefix. None keeps only the engine's live cache. Needs reuse_prompt_cache.
+    state_store: Any = Field(default=None, exclude=True)
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    _callers: OrderedDict[str, ToolCaller] = PrivateAttr(default_factory=OrderedDict)
+    _callers_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    def model_post_init(self, context: Any, /) -> None:
+        if self.mode not in MODES or self.mode == "grammar":
+            raise ValueError(
+                f"mode must be one of constrained, jump, fast, lossless: {self.mode!r}"
+            )
+        if self.temperature:
+            raise ValueError("ChatToolweave decodes greedily: temperature must be 0")
+        if self.max_tokens < 1:
+            raise ValueError("max_tokens must be at least 1")
+
+    # ------------------------------------------------------------ LangChain identity
+    @property
+    def _llm_type(self) -> str:
+        return "toolweave"
+
+    @property
+    def engine(self) -> Engine:
+        """The shared engine of this model (loaded on first use)."""
+        return shared_engine(self.model, self.n_ctx)
+
+    @property
+    def model_name(self) -> str:
+        return self.engine.model_name or self.engine.model_path.stem
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {"model": self.model, "mode": self.mode, "n_ctx": self.n_ctx}
+
+    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
+        params = super()._get_ls_params(stop=stop, **kwargs)
+        params["ls_provider"] = "toolweave"
+        params["ls_model_name"] = kwargs.get("model") or self.model or "smollm2"
+        params["ls_temperature"] = self.temperature
+        params["ls_max_tokens"] = self.max_tokens
+        return params
+
+    # ------------------------------------------------------------ binding
+    def bind_tools(
+        self,
+        tools: Sequence[Mapping[str, Any] | type | Callable[..., Any] | BaseTool],
+        *,
+        tool_choice: str | Mapping[str, Any] | bool | None = None,
+        parallel_tool_calls: bool | None = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        """Bind tools (LangChain tools, functions, pydantic models or JSON schemas)."""
+        formatted = [_openai_tool(t) for t in tools]
+        specs = [ToolSpec.from_dict(t) for t in formatted]  # reject bad schemas now
+        names = [s.name for s in specs]
+        if tool_choice is True:
+            tool_choice = "required" if len(specs) != 1 else names[0]
+        wanted = _tool_choice_name(tool_choice)
+        if wanted is not None and wanted not in names:
+            raise ToolSpecError(wanted, f"tool_choice names a tool that is not bound ({names})")
+        if parallel_tool_calls is not None:
+            kwargs["parallel_tool_calls"] = parallel_tool_calls
+        return super().bind(tools=formatted, tool_choice=tool_choice, **kwargs)
+
+    def with_structured_output(
+        self,
+        schema: dict[str, Any] | type | None = None,
+        *,
+        method: Literal["function_calling", "json_schema", "json_mode"] = "function_calling",
+        include_raw: bool = False,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, Any]:
+        """Structured output by a forced tool call, a JSON-schema grammar or JSON mode."""
+        if method == "function_calling":
+            if schema is None:
+                raise ValueError("function_calling needs a schema")
+            return super().with_structured_output(schema, include_raw=include_raw, **kwargs)
+        return structured_output_runnable(self, schema, method=method, include_raw=include_raw)
+
+    # ------------------------------------------------------------ planning a request
+    def _plan(
+        self,
+        tools: Sequence[Mapping[str, Any]] | None,
+        tool_choice: Any,
+        response_format: Mapping[str, Any] | None,
+        grammar: str | None = None,
+    ) -> _Plan:
+        if grammar is not None:
+            return _Plan("grammar", extra={"grammar": grammar})
+        if response_format is not None:
+            return _Plan("json", schema=_response_schema(response_format))
+        # Read-only tools (annotations, then name and description) get provisional calls.
+        specs = tuple(with_read_only([ToolSpec.from_dict(t) for t in tools or ()]))
+        if not specs or tool_choice == "none":
+            return _Plan("text")
+        wanted = _tool_choice_name(tool_choice)
+        if wanted is not None:
+            return _Plan("call", tuple(s for s in specs if s.name == wanted))
+        if tool_choice in ("any", "required"):
+            return _Plan("call", specs)
+        return _Plan("auto", specs)
+
+    def _caller(
+        self, specs: Sequence[ToolSpec], system: str | None, max_calls: int | None
+    ) -> ToolCaller:
+        key = json.dumps([[s.to_dict() for s in specs], system, max_calls], sort_keys=True)
+        with self._callers_lock:
+            caller = self._callers.get(key)
+            if caller is None:
+                caller = ToolCaller(
+                    self.engine,
+                    specs,
+                    fmt=self.call_format,
+                    max_calls=max_calls,
+                    max_tokens=self.max_tokens,
+                    system=system,
+                )
+                self._callers[key] = caller
+                while len(self._callers) > 16:
+                    self._callers.popitem(last=False)
+            else:
+                self._callers.move_to_end(key)
+            return caller
+
+    def _render(self, system: str | None, messages: Sequence[BaseMessage]) -> list[int]:
+        eng = self.engine
+        fmt = format_for_chat_template(eng.chat_template)
+        msgs = template_messages(messages, fmt)
+        if system:
+            msgs.insert(0, {"role": "system", "content": system})
+        text = render_chat(
+            eng.chat_template,
+            msgs,
+            bos_token=eng.detokenize([eng.bos_token]) if eng.bos_token >= 0 else "",
+            eos_token=eng.detokenize([eng.eos_token]),
+        )
+        return eng.tokenize(text)
+
+    # ------------------------------------------------------------ decoding
+    def _grammar_text(
+        self,
+        prompt: list[int],
+        plan: _Plan,
+        rest: Sequence[BaseMessage],
+        kwargs: Mapping[str, Any],
+    ) -> Iterator[CallEvent]:
+        """Text under a bound grammar. With ``bind(exspec=[example texts])`` and a mode
+        past `constrained`, ExSpec drafts from an n-gram table of those examples and the
+        last user message, verified so the tokens equal plain greedy decoding's."""
+        examples = kwargs.get("exspec")
+        grammar = plan.extra["grammar"]
+        if examples is None or self.mode == "constrained":
+            return generate_text(self.engine, prompt, max_tokens=self.max_tokens, grammar=grammar)
+        if isinstance(examples, str) or not all(isinstance(e, str) for e in examples):
+            raise ToolweaveError("bind(exspec=...) takes a list of example texts")
+        query = next((message_text(m) for m in reversed(rest) if isinstance(m, HumanMessage)), "")
+        table = exspec_table(self.engine, list(examples), query)
+        return generate_with_exspec(
+            self.engine,
+            prompt,
+            table=table,
+            max_tokens=self.max_tokens,
+            grammar=grammar,
+            learn=f"grammar:{hashlib.sha1(grammar.encode()).hexdigest()[:12]}",
+        )
+
+    def _events(
+        self, messages: Sequence[BaseMessage], **kwargs: Any
+    ) -> Iterator[tuple[CallEvent, ToolCaller | None]]:
+        """Decode the response; events of the tool caller (None for text and JSON)."""
+        plan = self._plan(
+            kwargs.get("tools"),
+            kwargs.get("tool_choice"),
+            kwargs.get("response_format"),
+            kwargs.get("grammar"),
+        )
+        if kwargs.get("model") not in (None, self.model):
+            raise ToolweaveError(
+                "a per-call 'model' is not supported: make another ChatToolweave(model=...)"
+            )
+        system, rest = split_system(messages)
+        eng = self.engine
+        max_calls = 1 if kwargs.get("parallel_tool_calls") is False else self.max_calls
+        stop = [*(self.stop or ()), *(kwargs.get("stop") or ())]
+        with eng.lock:  # the decision and the decoding see the same cache
+            if not self.reuse_prompt_cache:
+                eng.seq_remove(0)
+            if plan.kind == "text":
+                prompt = self._render(system, rest)
+                self._restore(eng, prompt)
+                for ev in generate_text(eng, prompt, max_tokens=self.max_tokens, stop=stop):
+                    yield ev, None
+                return
+            if plan.kind == "grammar":  # text under a caller's grammar (model.bind(grammar=))
+                prompt = self._render(system, rest)
+                self._restore(eng, prompt)
+                yield from ((ev, None) for ev in self._grammar_text(prompt, plan, rest, kwargs))
+                return
+            if plan.kind == "json":
+                spec = ToolSpec.from_dict({"name": "output", "parameters": plan.schema})
+                grammar = "start: %json " + json.dumps(arguments_schema(spec))
+                prompt = self._render(system, rest)
+                self._restore(eng, prompt)
+                for ev in generate_text(eng, prompt, max_tokens=self.max_tokens, grammar=grammar):
+                    yield ev, None
+                return
+            caller = self._caller(plan.specs, system, max_calls)
+            msgs = template_messages(rest, caller.fmt)
+            if self._stores_states:
+                self._restore(eng, caller.prompt_tokens(msgs))
+            text = plan.kind == "auto" and not self._wants_call(caller, rest, msgs)
+            if not text and plan.kind == "auto" and self.auto_calls == "user_turn":
+                earlier = _calls_since_user(rest)
+                if earlier:
+                    # After tool results: a call repeating one already answered would
+                    # loop; the model answers in text instead (events held until known).
+                    held = list(caller.events(msgs, self.mode))
+                    result = held[-1].result
+                    if result is None or not _repeats(result, earlier):
+                        yield from ((ev, caller) for ev in held)
+                        return
+                    text = True
+            if text:
+                # A text answer: it may not open a tool call, and stops if it writes one.
+                opener = caller.fmt.open
+                for ev in generate_text(
+                    eng,
+                    caller.prompt_tokens(msgs),
+                    max_tokens=self.max_tokens,
+                    stop=[*stop, opener] if opener else stop,
+                    not_first=_opening_tokens(eng, opener),
+                ):
+                    yield ev, None
+                return
+            for ev in caller.events(msgs, self.mode):
+                yield ev, caller
+
+    @property
+    def _stores_states(self) -> bool:
+        return self.state_store is not None and self.reuse_prompt_cache
+
+    def _restore(self, eng: Engine, prompt: list[int]) -> None:
+        """Start `prompt` from the state store's longest saved prefix (no-op without one).
+
+        The decoder then finds the prompt cached and only runs its last token again."""
+        if not self._stores_states:
+            return
+        self.state_store.prefill(eng, 0, prompt, self.max_tokens)
+        record = self.state_store.last
+        if self.observer is not None and record is not None:
+            self.observer(
+                "prompt_cache",
+                {
+                    "prompt_tokens": record.prompt_tokens,
+                    "reused": record.reused,
+                    "prefilled": record.prefilled,
+                    "source": record.source,
+                    "saved_at": record.saved_at,
+                    "ms": record.prompt_ms,
+                },
+            )
+
+    def _wants_call(
+        self, caller: ToolCaller, rest: Sequence[BaseMessage], msgs: list[dict[str, Any]]
+    ) -> bool:
+        if self.auto_calls == "user_turn" and rest and isinstance(rest[-1], HumanMessage):
+            return True
+        eng = self.engine
+        piece = eng.detokenize([first_token(eng, caller.prompt_tokens(msgs))]).lstrip()
+        opener = (caller.fmt.open or "{").lstrip()
+        return bool(piece) and (opener.startswith(piece) or piece.startswith(opener))
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        streamer = CallStreamer(self.engine, active_runner())
+        result: CallResult | None = None
+        self._observe_start()
+        for ev, caller in self._events(messages, stop=stop, **kwargs):
+            streamer.feed(ev, caller)
+            self._observe(ev)
+            if ev.kind == "done":
+                result = ev.result
+        if result is None:  # pragma: no cover - decoders always end with 'done'
+            raise ToolweaveError("decoder ended without a result")
+        message = ai_message(result, model_name=self.model_name, ids=streamer.ids)
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        streamer = CallStreamer(self.engine, active_runner())
+        self._observe_start()
+        for ev, caller in self._events(messages, stop=stop, **kwargs):
+            self._observe(ev)
+            for chunk in streamer.feed(ev, caller):
+                if ev.kind == "done" and ev.result is not None:
+                    chunk = _final_chunk(chunk, ev.result, self.model_name)
+                if run_manager and isinstance(chunk.content, str) and chunk.content:
+                    run_manager.on_llm_new_token(
+                        chunk.content, chunk=ChatGenerationChunk(message=chunk)
+                    )
+                yield ChatGenerationChunk(message=chunk)
+
+    def _observe_start(self) -> None:
+        if self.observer is not None:
+            self.observer("model_start", {"mode": self.mode})
+
+    def _observe(self, ev: CallEvent) -> None:
+        if self.observer is None:
+            return
+        if ev.kind == "name":
+            self.observer("call_name", {"name": ev.name, "t_ms": ev.t_ms})
+        elif ev.kind in ("provisional", "call") and ev.call is not None:
+            kind = "provisional_call" if ev.kind == "provisional" else "final_call"
+            self.observer(kind, {**ev.call.to_dict(), "t_ms": ev.t_ms})
+        elif ev.kind == "done" and ev.result is not None:
+            r = ev.result
+            self.observer(
+                "model_done",
+                {
+                    "stats": r.stats.to_dict(),
+                    "calls": [c.to_dict() for c in r.calls],
+                    "text": "" if r.calls else r.text,
+                    "finish_reason": r.finish_reason,
+                },
+            )
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        from toolweave.adapters.langchain.blocking import run_in_worker
+
+        return await run_in_worker(self._generate, messages, stop, None, **kwargs)
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        from toolweave.adapters.langchain.blocking import iterate_in_worker
+
+        async for chunk in iterate_in_worker(self._stream, messages, stop, None, **kwargs):
+            if run_manager and isinstance(chunk.message.content, str) and chunk.message.content:
+                await run_manager.on_llm_new_token(chunk.message.content, chunk=chunk)
+            yield chunk
+
+
+def _opening_tokens(engine: Engine, opener: str) -> list[int]:
+    """Tokens that would begin `opener` (as the first token of a response)."""
+    if not opener:
+        return []
+    first = engine.tokenize(opener, parse_special=True)[:1]
+    return first
+
+
+def _calls_since_user(messages: Sequence[BaseMessage]) -> list[tuple[str, str]]:
+    """The (name, arguments) of every tool call made since the last user message."""
+    out: list[tuple[str, str]] = []
+    for m in reversed(messages):
+        if isinstance(m, HumanMessage):
+            break
+        if isinstance(m, AIMessage):
+            out.extend((c["name"], json.dumps(c["args"], sort_keys=True)) for c in m.tool_calls)
+    return out
+
+
+def _repeats(result: CallResult, earlier: Sequence[tuple[str, str]]) -> bool:
+    seen = set(earlier)
+    return any(
+        (c.name, json.dumps(dict(c.arguments), sort_keys=True)) in seen for c in result.calls
+    )
+
+
+def _openai_tool(tool: Mapping[str, Any] | type | Callable[..., Any] | BaseTool) -> dict[str, Any]:
+    """OpenAI tool format, keeping a LangChain tool's read-only hints as annotations."""
+    formatted = convert_to_openai_tool(tool)
+    if isinstance(tool, BaseTool):
+        hints = annotations_from_langchain(tool)
+        if hints:
+            formatted["function"]["annotations"] = hints
+    return formatted
+
+
+def _final_chunk(chunk: AIMessageChunk, result: CallResult, model_name: str) -> AIMessageChunk:
+    finish = result.finish_reason
+    if result.calls and finish == "stop":
+        finish = "tool_calls"
+    return AIMessageChunk(
+        content=chunk.content,
+        tool_call_chunks=chunk.tool_call_chunks,
+        usage_metadata=usage_metadata(result),
+        response_metadata={"model_name": model_name, "finish_reason": finish, "mode": result.mode},
+        chunk_position="last",
+    )
+
+
+def _response_schema(response_format: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The JSON schema of an OpenAI-style ``response_format`` (or a bare schema)."""
+    kind = response_format.get("type")
+    if kind == "json_object":
+        return {"type": "object"}
+    if kind == "json_schema":
+        inner = response_format.get("json_schema", {})
+        schema = inner.get("schema", inner) if isinstance(inner, Mapping) else None
+        if not isinstance(schema, Mapping):
+            raise ToolSpecError("response_format", "json_schema needs a 'schema' object")
+        return schema
+    return response_format

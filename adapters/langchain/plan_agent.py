@@ -1,0 +1,245 @@
+"""The plan-out agent: Planner -> executor -> Arbiter -> (replan), on any chat model.
+
+The Planner writes every tool call of a request in one message (LLMCompiler plan
+format); each task starts as soon as its line is complete and its dependencies are
+done, while the Planner is still writing. The Arbiter then reads the observations and
+finishes with an answer or asks for another plan, up to `max_rounds` rounds.
+
+On `ChatToolweave` both outputs are decoded under grammars (`toolweave.plan.grammar`),
+so a tiny model always writes a well-formed plan; any other LangChain chat model gets
+the same prompts and its free text is parsed (malformed plans become observations
+the next round can correct).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessageChunk
+
+from toolweave.adapters.langchain.chat_model import ChatToolweave
+from toolweave.plan.executor import PlanRun, TaskEvent, execute_plan
+from toolweave.plan.format import PlanStreamParser, PlanTask
+from toolweave.plan.grammar import arbiter_grammar, plan_grammar
+from toolweave.plan.prompts import (
+    ARBITER_EXAMPLES,
+    ArbiterDecision,
+    arbiter_messages,
+    parse_arbiter,
+    planner_messages,
+)
+from toolweave.tools import Tool
+
+__all__ = ["PlanOutAgent", "PlanOutResult", "PlanRound"]
+
+Observer = Callable[[str, Mapping[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class PlanRound:
+    """One Planner -> executor -> Arbiter round, with its timings in seconds."""
+
+    plan_text: str
+    run: PlanRun
+    arbiter_text: str
+    decision: ArbiterDecision
+    planner_s: float
+    arbiter_s: float
+    #: The (role, text) messages the Planner and the Arbiter were given.
+    planner_messages: tuple[tuple[str, str], ...] = ()
+    arbiter_messages: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class PlanOutResult:
+    """The answer and every round that led to it."""
+
+    answer: str
+    rounds: tuple[PlanRound, ...]
+    total_s: float
+    finished: bool = True
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+
+class PlanOutAgent:
+    """Answer requests with plan-out rounds over `tools` on `model`."""
+
+    def __init__(
+        self,
+        model: BaseChatModel,
+        tools: Sequence[Tool],
+        *,
+        max_rounds: int = 2,
+        max_tasks: int = 6,
+        examples: Sequence[tuple[str, str]] = (),
+        tool_timeout: float = 30.0,
+        observer: Observer | None = None,
+    ) -> None:
+        if not tools:
+            raise ValueError("the plan-out agent needs at least one tool")
+        self.model = model
+        self.tools = {t.name: t for t in tools}
+        self.specs = {t.name: t.spec for t in tools}
+        self.max_rounds = max_rounds
+        self.examples = tuple(examples)
+        self.tool_timeout = tool_timeout
+        self.observer = observer
+        self._plan_kwargs: dict[str, Any] = {}
+        self._arbiter_kwargs: dict[str, Any] = {}
+        if isinstance(model, ChatToolweave):  # grammars keep a tiny model's output well formed
+            specs = list(self.specs.values())
+            # ExSpec drafts from the worked examples each prompt shows (Agent-X); the
+            # output stays the greedy one, so this only changes how fast it is decoded.
+            self._plan_kwargs = {
+                "grammar": plan_grammar(specs, max_tasks=max_tasks),
+                "exspec": [f"{q}\n{plan}" for q, plan in self.examples],
+            }
+            self._arbiter_kwargs = {
+                "grammar": arbiter_grammar(),
+                "exspec": [f"{q}\n{answer}" for q, answer in ARBITER_EXAMPLES],
+            }
+
+    # ------------------------------------------------------------ public
+    @property
+    def planner_kwargs(self) -> dict[str, Any]:
+        """What the Planner's model is bound with (its grammar on `ChatToolweave`)."""
+        return dict(self._plan_kwargs)
+
+    @property
+    def arbiter_kwargs(self) -> dict[str, Any]:
+        """What the Arbiter's model is bound with (its grammar on `ChatToolweave`)."""
+        return dict(self._arbiter_kwargs)
+
+    def run(self, query: str) -> PlanOutResult:
+        """Answer `query` (blocking)."""
+        return anyio.run(self.arun, query)
+
+    async def arun(self, query: str) -> PlanOutResult:
+        """Answer `query` without blocking the event loop (model calls run on threads)."""
+        t0 = time.perf_counter()
+        rounds: list[PlanRound] = []
+        previous: list[tuple[str, str]] = []
+        for n in range(1, self.max_rounds + 1):
+            self._emit("planner_start", {"round": n})
+            round_ = await self._round(query, previous)
+            rounds.append(round_)
+            if round_.decision.finish:
+                elapsed = time.perf_counter() - t0
+                return PlanOutResult(round_.decision.answer, tuple(rounds), elapsed)
+            previous.append((round_.plan_text, round_.run.observations_text()))
+        last = rounds[-1].run.observations_text() if rounds else ""
+        return PlanOutResult(
+            f"(no final answer after {self.max_rounds} rounds)\n{last}",
+            tuple(rounds),
+            time.perf_counter() - t0,
+            finished=False,
+        )
+
+    # ------------------------------------------------------------ one round
+    async def _round(self, query: str, previous: Sequence[tuple[str, str]]) -> PlanRound:
+        msgs = planner_messages(
+            list(self.specs.values()), query, examples=self.examples, previous=previous
+        )
+        parser = PlanStreamParser(self.specs)
+        text_parts: list[str] = []
+        t0 = time.perf_counter()
+        planner_done: list[float] = []
+
+        async def tasks() -> AsyncIterator[PlanTask]:
+            async for delta in self._stream_text(msgs, self._plan_kwargs):
+                text_parts.append(delta)
+                for task in parser.feed(delta):
+                    self._emit("plan_line", {"index": task.index, "tool": task.tool})
+                    yield task
+            planner_done.append(time.perf_counter())
+            parser.close()
+
+        run = await execute_plan(
+            tasks(), self.tools, timeout=self.tool_timeout, on_event=self._task_event
+        )
+        plan_text = "".join(text_parts)
+        planner_s = (planner_done[0] if planner_done else time.perf_counter()) - t0
+        self._emit("plan_done", {"plan": plan_text, "ok": run.ok, "planner_s": planner_s})
+        t1 = time.perf_counter()
+        self._emit("arbiter_start", {})
+        arbiter_msgs = arbiter_messages(query, plan_text, run.observations_text())
+        arbiter_text = "".join(
+            [d async for d in self._stream_text(arbiter_msgs, self._arbiter_kwargs)]
+        )
+        decision = parse_arbiter(arbiter_text)
+        arbiter_s = time.perf_counter() - t1
+        self._emit(
+            "arbiter_done",
+            {"finish": decision.finish, "answer": decision.answer, "thought": decision.thought},
+        )
+        return PlanRound(
+            plan_text, run, arbiter_text, decision, planner_s, arbiter_s,
+            tuple(msgs), tuple(arbiter_msgs),
+        )  # fmt: skip
+
+    async def _stream_text(
+        self, msgs: Sequence[tuple[str, str]], kwargs: Mapping[str, Any]
+    ) -> AsyncIterator[str]:
+        """Text deltas of the model's reply; the model streams on a worker thread."""
+        # Unbounded: the producer never blocks, so stopping early needs no draining.
+        send, receive = anyio.create_memory_object_stream[str | BaseException | None](math.inf)
+        bound = self.model.bind(**kwargs) if kwargs else self.model
+        stop = threading.Event()
+
+        token = anyio.lowlevel.current_token()
+
+        def put(item: str | BaseException | None) -> None:
+            anyio.from_thread.run_sync(send.send_nowait, item, token=token)
+
+        def produce() -> None:
+            try:
+                for chunk in bound.stream(list(msgs)):
+                    if stop.is_set():
+                        break
+                    text = chunk.content if isinstance(chunk, AIMessageChunk) else ""
+                    if isinstance(text, str) and text:
+                        put(text)
+                put(None)
+            except BaseException as exc:  # handed to the reading side
+                put(exc)
+
+        # A plain thread: a task group inside this generator would span tasks.
+        threading.Thread(target=produce, daemon=True, name="toolweave-planner").start()
+        try:
+            async for item in receive:
+                if item is None:
+                    break
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            stop.set()
+
+    def _task_event(self, event: TaskEvent) -> None:
+        if event.kind == "started":
+            self._emit("task_start", {"index": event.task.index, "tool": event.task.tool})
+        elif event.record is not None:
+            r = event.record
+            self._emit(
+                "task_done",
+                {
+                    "index": r.task.index,
+                    "tool": r.task.tool,
+                    "error": r.failed,
+                    "ms": (r.finished - r.started) * 1000,
+                    "observation": r.observation.observation()[:200],
+                },
+            )
+
+    def _emit(self, kind: str, data: Mapping[str, Any]) -> None:
+        if self.observer is not None:
+            self.observer(kind, data)

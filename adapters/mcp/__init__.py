@@ -1,0 +1,1 @@
+"""MCP: server configs, persistent sessions, conversion of tools and results, the hub."""

@@ -1,0 +1,334 @@
+"""Several MCP servers behind one catalogue of `Tool`s, usable from sync and async code.
+
+`MCPHub` runs an event loop in a background thread (an anyio blocking portal) that
+owns every `MCPConnection`. Its tools' ``run`` coroutines can be awaited from any
+asyncio event loop, and `MCPHub.call` serves plain synchronous code; both hand the
+call to the hub's loop and wait, bounded, for the answer.
+
+Tool names stay as the servers give them, except when two servers expose the same
+name: then each of those tools becomes ``<server>_<tool>``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import logging
+import threading
+import weakref
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Future
+from contextlib import suppress
+from types import TracebackType
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import mcp_types
+from anyio.abc import TaskGroup, TaskStatus
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+
+from toolweave.adapters.mcp.config import ServerConfig
+from toolweave.adapters.mcp.connection import CLOSE_TIMEOUT, MCPConnection
+from toolweave.adapters.mcp.convert import safe_tool_name, tool_spec
+from toolweave.errors import ToolServerError, ToolSpecError
+from toolweave.tools import Tool, ToolResult, ToolRunner
+
+__all__ = ["MCPHub", "assign_names"]
+
+logger = logging.getLogger(__name__)
+
+#: Slack on top of a server's own timeouts before a caller stops waiting for the hub.
+_WAIT_MARGIN = 10.0
+
+
+class MCPHub:
+    """Tools of several MCP servers, one persistent session each.
+
+    Starting the hub starts every server and lists its tools; a server that cannot be
+    started raises `ToolServerError`, or with ``skip_failed`` is left out and recorded
+    in `errors`. Calls of one server's tools never wait on another server. Close the
+    hub (``with``, ``async with``, `close` or `aclose`) to stop every server process.
+    """
+
+    def __init__(self, servers: Iterable[ServerConfig | str], *, skip_failed: bool = False) -> None:
+        configs = [s if isinstance(s, ServerConfig) else ServerConfig.parse(s) for s in servers]
+        repeated = [name for name, n in Counter(c.name for c in configs).items() if n > 1]
+        if repeated:
+            raise ValueError(f"server names must be unique, repeated: {', '.join(repeated)}")
+        self._configs = {config.name: config for config in configs}
+        self._connections: dict[str, MCPConnection] = {}
+        self._tools: tuple[Tool, ...] = ()
+        self._routes: dict[str, tuple[str, str]] = {}
+        #: Servers left out by ``skip_failed``, with the reason.
+        self.errors: dict[str, ToolServerError] = {}
+        self._closed = False
+        self._close_lock = threading.Lock()
+        self._stopping: anyio.Event | None = None
+        self._portal_context = start_blocking_portal(name="toolweave-mcp")
+        self._portal: BlockingPortal = self._portal_context.__enter__()
+        _OPEN_HUBS.add(self)
+        try:
+            _, self._task_group = self._portal.start_task(self._supervise)
+            self._load(skip_failed, refresh=False)
+        except BaseException:
+            self.close()
+            raise
+
+    @classmethod
+    async def open(
+        cls, servers: Iterable[ServerConfig | str], *, skip_failed: bool = False
+    ) -> MCPHub:
+        """Start a hub without blocking the caller's event loop."""
+        configs = list(servers)
+        return await anyio.to_thread.run_sync(lambda: cls(configs, skip_failed=skip_failed))
+
+    @property
+    def servers(self) -> tuple[str, ...]:
+        """Names of the servers whose tools the hub serves."""
+        return tuple(name for name in self._configs if name not in self.errors)
+
+    @property
+    def tools(self) -> tuple[Tool, ...]:
+        """Every tool of every server, under its exposed name."""
+        return self._tools
+
+    def list_tools(self, *, refresh: bool = False) -> list[Tool]:
+        """The tools; ``refresh`` asks every server for its list again first."""
+        if refresh:
+            self._check_open()
+            self._load(skip_failed=bool(self.errors), refresh=True)
+        return list(self._tools)
+
+    def tool(self, name: str) -> Tool:
+        """The tool exposed as ``name``; `KeyError` if there is none."""
+        for tool in self._tools:
+            if tool.name == name:
+                return tool
+        raise KeyError(name)
+
+    def call(self, name: str, arguments: Mapping[str, Any] | None = None) -> ToolResult:
+        """Run tool ``name`` and wait for its result (blocking; never call from the hub's loop).
+
+        Tool failures, timeouts, crashed servers and unknown names come back as error
+        results; only a closed hub raises (`ToolServerError`).
+        """
+        future = self._submit(name, arguments)
+        try:
+            return future.result(timeout=self._wait_bound(name))
+        except TimeoutError:
+            future.cancel()
+            return ToolResult.error(self._no_answer(name))
+
+    async def acall(self, name: str, arguments: Mapping[str, Any] | None = None) -> ToolResult:
+        """`call` for asyncio code: awaitable from any running asyncio event loop."""
+        future = self._submit(name, arguments)
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(future), self._wait_bound(name))
+        except TimeoutError:
+            return ToolResult.error(self._no_answer(name))
+
+    def close(self) -> None:
+        """Stop every server and the hub's loop; waits for the processes (bounded)."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        _OPEN_HUBS.discard(self)
+        try:
+            self._portal.start_task_soon(self._shutdown).result(timeout=2 * CLOSE_TIMEOUT + 5)
+        except Exception:
+            logger.warning("MCP servers did not shut down cleanly", exc_info=True)
+        finally:
+            with suppress(RuntimeError):  # the portal has already stopped
+                self._portal.call(self._portal.stop, True)
+            self._portal_context.__exit__(None, None, None)
+
+    async def aclose(self) -> None:
+        """`close` without blocking the caller's event loop."""
+        await anyio.to_thread.run_sync(self.close)
+
+    def __enter__(self) -> MCPHub:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> MCPHub:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # -- inside the hub's loop -------------------------------------------------------
+
+    async def _supervise(self, *, task_status: TaskStatus[TaskGroup]) -> None:
+        """Hold the task group the session tasks run in, until the hub closes."""
+        self._stopping = anyio.Event()
+        async with anyio.create_task_group() as task_group:
+            task_status.started(task_group)
+            await self._stopping.wait()
+            task_group.cancel_scope.cancel()
+
+    async def _list_all(self, skip_failed: bool, refresh: bool) -> None:
+        listings: dict[str, list[mcp_types.Tool]] = {}
+        errors: dict[str, ToolServerError] = {}
+
+        async def list_one(config: ServerConfig) -> None:
+            connection = self._connections.get(config.name)
+            if connection is None:
+                connection = MCPConnection(config, self._task_group)
+                self._connections[config.name] = connection
+            try:
+                listings[config.name] = await connection.list_tools(refresh=refresh)
+            except ToolServerError as exc:
+                errors[config.name] = exc
+                await connection.aclose()
+                del self._connections[config.name]
+
+        async with anyio.create_task_group() as group:
+            for config in self._configs.values():
+                group.start_soon(list_one, config)
+        if errors and not skip_failed:
+            raise next(errors[name] for name in self._configs if name in errors)
+        self._tools, self._routes = self._expose(
+            {name: listings[name] for name in self._configs if name in listings}
+        )
+        self.errors = errors
+
+    def _expose(
+        self, listings: Mapping[str, Sequence[mcp_types.Tool]]
+    ) -> tuple[tuple[Tool, ...], dict[str, tuple[str, str]]]:
+        names = assign_names(
+            {server: [t.name for t in tools] for server, tools in listings.items()}
+        )
+        tools: list[Tool] = []
+        routes: dict[str, tuple[str, str]] = {}
+        for server, server_tools in listings.items():
+            for definition in server_tools:
+                exposed = names.get((server, definition.name))
+                if exposed is None or exposed in routes:
+                    continue
+                try:
+                    spec = tool_spec(definition, exposed)
+                except ToolSpecError as exc:
+                    logger.warning("MCP server %r: skipping tool: %s", server, exc)
+                    continue
+                tools.append(Tool(spec, self._runner(exposed), f"mcp:{server}", definition))
+                routes[exposed] = (server, definition.name)
+        return tuple(tools), routes
+
+    def _runner(self, name: str) -> ToolRunner:
+        async def run(arguments: Mapping[str, Any]) -> ToolResult:
+            return await self.acall(name, arguments)
+
+        return run
+
+    async def _dispatch(self, name: str, arguments: Mapping[str, Any] | None) -> ToolResult:
+        route = self._routes.get(name)
+        if route is None:
+            known = ", ".join(sorted(self._routes))
+            return ToolResult.error(f"unknown tool {name!r}; the tools are: {known[:1000]}")
+        server, tool = route
+        return await self._connections[server].call_tool(tool, arguments)
+
+    async def _shutdown(self) -> None:
+        async with anyio.create_task_group() as group:
+            for connection in self._connections.values():
+                group.start_soon(connection.aclose)
+        if self._stopping is not None:
+            self._stopping.set()
+
+    # -- from the caller's thread ----------------------------------------------------
+
+    def _load(self, skip_failed: bool, refresh: bool) -> None:
+        bound = max(
+            (c.connect_timeout + 2 * c.call_timeout for c in self._configs.values()), default=0
+        )
+        future = self._portal.start_task_soon(self._list_all, skip_failed, refresh)
+        try:
+            future.result(timeout=bound + _WAIT_MARGIN)
+        except TimeoutError:
+            future.cancel()
+            raise ToolServerError(
+                ", ".join(self._configs), "the servers did not list their tools in time"
+            ) from None
+
+    def _submit(self, name: str, arguments: Mapping[str, Any] | None) -> Future[ToolResult]:
+        self._check_open()
+        try:
+            return self._portal.start_task_soon(self._dispatch, name, arguments)
+        except RuntimeError as exc:  # the portal stopped under us
+            raise ToolServerError(self._server_of(name), "the MCP hub is closed") from exc
+
+    def _wait_bound(self, name: str) -> float:
+        config = self._configs.get(self._server_of(name))
+        if config is None:
+            return _WAIT_MARGIN
+        return config.connect_timeout + config.call_timeout + _WAIT_MARGIN
+
+    def _no_answer(self, name: str) -> str:
+        server = self._server_of(name)
+        return str(ToolServerError(server, f"no answer for {name!r} from the MCP hub in time"))
+
+    def _server_of(self, name: str) -> str:
+        route = self._routes.get(name)
+        return route[0] if route else "?"
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ToolServerError(", ".join(self._configs), "the MCP hub is closed")
+
+
+def assign_names(listings: Mapping[str, Sequence[str]]) -> dict[tuple[str, str], str]:
+    """Exposed name of each ``(server, tool)``: the tool's own name made safe, unless
+    another server has it too; then ``<server>_<tool>`` (with ``_2``, ... if still taken).
+
+    A name a server lists twice keeps its first definition only.
+    """
+    counts = Counter(safe_tool_name(t) for tools in listings.values() for t in dict.fromkeys(tools))
+    names: dict[tuple[str, str], str] = {}
+    taken: set[str] = set()
+    clashes: list[tuple[str, str]] = []
+    for server, tools in listings.items():
+        for tool in tools:
+            base = safe_tool_name(tool)
+            if (server, tool) in names:
+                continue
+            if counts[base] > 1:
+                clashes.append((server, tool))
+                continue
+            names[server, tool] = base
+            taken.add(base)
+    for server, tool in clashes:
+        if (server, tool) in names:
+            continue
+        candidate = base = f"{safe_tool_name(server)}_{safe_tool_name(tool)}"
+        suffix = 1
+        while candidate in taken:
+            suffix += 1
+            candidate = f"{base}_{suffix}"
+        names[server, tool] = candidate
+        taken.add(candidate)
+    return names
+
+
+_OPEN_HUBS: weakref.WeakSet[MCPHub] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_hubs() -> None:
+    """Do not leave server processes behind when a program forgets to close its hub."""
+    for hub in list(_OPEN_HUBS):
+        hub.close()

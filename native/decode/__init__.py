@@ -1,0 +1,1 @@
+"""Decoders: tool-call responses, parallel values, ExSpec and free or constrained text."""

@@ -1,0 +1,257 @@
+"""ExSpec: greedy decoding with drafts from a per-query n-gram table (Agent-X).
+
+Each step the pending token (greedy, not yet in the KV cache) is forwarded. When the
+table (`toolweave.drafting.ngram.NgramTable`, built from the few-shot examples and the query) has
+a certain entry for the last n-1 tokens (one the texts never continued differently) and
+the pass costs say a draft of that length pays at the running acceptance rate (the
+engine cost table, corrected by the pass times measured on the same kind of output:
+`toolweave.native.calibration.PassTimes`),
+the pending token and the draft go through ONE pass with logits for every row. Row i
+holds the model's greedy choice after draft token i-1, so the longest draft prefix equal
+to those choices is accepted, plus the model's own next token; the KV cells of the
+rejected draft tokens are removed. Without an entry (or when a draft would not pay) the
+step is a plain single-token pass: nothing is paid. Drafts stop before uncertain keys:
+they mark the slots the examples fill differently (argument values), where the table is
+right far less often.
+
+Output is token-for-token that of `generate_text` with the same grammar (or none): the
+engine is batch-invariant by default, so a verification row equals the serial step's
+logits, and under a grammar each row's choice is the constrained greedy token. With
+`jump` the tokens a grammar forces are prefilled in one pass (DESIGN.md `jump`).
+"""
+
+from __future__ import annotations
+
+import codecs
+import time
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from toolweave.drafting.ngram import AcceptanceRate, NgramTable, draft_length
+from toolweave.native.calibration import (
+    CostTable,
+    engine_costs,
+    engine_drafting,
+    engine_rates,
+    forget_acceptance,
+)
+from toolweave.native.constraints import TokenMatcher, vocabulary_for
+from toolweave.native.decode.text import _stop_at, greedy_token, text_done  # shared rules
+from toolweave.native.engine import BatchToken, Engine
+from toolweave.native.states.prefill import prefill_prompt
+from toolweave.results import CallEvent
+
+__all__ = [  # engine_costs, forget_acceptance: re-exports
+    "engine_costs",
+    "exspec_table",
+    "forget_acceptance",
+    "generate_with_exspec",
+]
+
+
+def exspec_table(
+    engine: Engine, example_texts: Sequence[str], query: str, *, n: int = 3
+) -> NgramTable:
+    """The per-query table: the examples' and the query's tokens, in that order (so the
+    query wins ties)."""
+    streams = [engine.tokenize(text) for text in [*example_texts, query]]
+    return NgramTable.build(streams, n=n)
+
+
+def generate_with_exspec(
+    engine: Engine,
+    prompt: Sequence[int],
+    *,
+    table: NgramTable | None,
+    max_tokens: int = 512,
+    stop: Sequence[str] = (),
+    costs: CostTable | None = None,
+    seq: int = 0,
+    mode: str = "text",
+    acceptance: AcceptanceRate | None = None,
+    grammar: str | None = None,
+    jump: bool = False,
+    learn: str | None = None,
+) -> Iterator[CallEvent]:
+    """Greedy decoding after `prompt`, with n-gram drafts verified in one pass each.
+
+    Same events, result and stop rules as `generate_text` (a 'tokens' event may carry
+    several tokens: the ones a verification pass accepted); `result.tokens` equals
+    `generate_text`'s with the same `grammar` (llguidance Lark, optional): a drafted
+    token is accepted only where it is the constrained greedy choice. `table=None`
+    drafts nothing. `jump=True` (needs a grammar) also prefills the tokens the grammar
+    forces, canonically tokenized, in one pass instead of decoding them (DESIGN.md
+    `jump`): faster, but no longer token-for-token equal to serial decoding.
+
+    Stats add `drafted_tokens` (tokens sent for verification), `accepted_tokens` (those
+    matching the greedy choice) and count forced tokens in `prefill_tokens`. `costs`
+    defaults to the engine's quick cost table (`engine_costs`); `acceptance` is the
+    starting acceptance estimate. With `learn` (a name for the kind of output: "planner",
+    "arbiter", a grammar) the estimate starts where the last call of that kind on this
+    engine left it and is kept for the next one, so an output the table predicts badly
+    soon stops paying for drafts. So are the estimates per draft context (a context whose
+    drafts keep failing stops drafting there: `toolweave.drafting.ngram.ContextRates`) and the
+    measured times of plain steps and verification passes, which replace the cost
+    table's where known. After the call only `prompt` stays cached in `seq`.
+    """
+    if jump and grammar is None:
+        raise ValueError("jump needs a grammar: it prefills the tokens the grammar forces")
+    with engine.lock:
+        costs = costs or engine_costs(engine)
+        max_draft = min(max(costs.verify_all_ms) - 1, engine.n_batch - 1)
+        table_ms = {k: costs.pass_ms(k, k) for k in range(1, max_draft + 2)}
+        drafting = engine_drafting(engine, learn)
+        times, contexts = drafting.times, drafting.contexts
+        rates = engine_rates(engine)
+        rate = acceptance or (rates.get(learn) if learn else None) or AcceptanceRate()
+        passes0 = engine.counters.forward_passes
+        pre = prefill_prompt(engine, seq, prompt, max_tokens=max_tokens)
+        prefill_passes = engine.counters.forward_passes - passes0 - 1
+        matcher = TokenMatcher(vocabulary_for(engine), grammar) if grammar else None
+        context_len = table.context_len if table is not None else 0
+        history = list(prompt[max(0, len(prompt) - context_len) :])  # lookup context only
+        tokens: list[int] = []
+        new = [greedy_token(matcher, pre.logits)]
+        utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        text = ""
+        reason = "length"
+        t_first: float | None = None
+        drafted = accepted = forced_total = 0
+        try:
+            while True:
+                emitted: list[int] = []
+                done = False
+                for token in new:
+                    if len(tokens) >= max_tokens:
+                        done = True
+                        break
+                    if engine.is_eog(token):
+                        reason, done = "stop", True
+                        break
+                    if matcher is not None:
+                        matcher.consume(token)
+                    tokens.append(token)
+                    emitted.append(token)
+                    text += utf8.decode(engine.token_bytes(token))
+                    cut = _stop_at(text, stop)
+                    if cut is not None:
+                        text = text[:cut]
+                        reason, done = "stop", True
+                        break
+                    if matcher is not None and matcher.stopped:
+                        reason, done = "stop", True
+                        break
+                if emitted:
+                    now = (time.perf_counter() - pre.t0) * 1000
+                    if t_first is None:
+                        t_first = now
+                    yield CallEvent("tokens", now, tuple(emitted), True)
+                    if context_len:
+                        history = [*history, *emitted][-context_len:]
+                if done or len(tokens) >= max_tokens:
+                    break
+                # The pending token is tokens[-1] (consumed by the matcher, not in the KV
+                # cache yet); what follows it comes from one pass of one kind.
+                pos = len(prompt) + len(tokens) - 1
+                budget = min(max_draft, max_tokens - len(tokens) - 1)
+                forced = matcher.forced()[: max_tokens - len(tokens)] if jump and matcher else []
+                if forced and matcher is not None:
+                    new = _jump(engine, seq, pos, tokens[-1], forced, matcher)
+                    forced_total += len(forced)
+                    continue
+                draft = table.draft(history, budget, certain_only=True) if table else []
+                if draft and matcher is not None:
+                    draft = draft[: matcher.accepts_prefix(draft)]
+                at = tuple(history)  # the context the draft starts from
+                expect = contexts.rate(at, rate) if draft else rate.rate
+                k = draft_length(lambda n: times.ms(n, table_ms), expect, max_len=len(draft))
+                t_pass = time.perf_counter()
+                if k == 0:
+                    logits = engine.forward([BatchToken(tokens[-1], pos, (seq,), True)])[0]
+                    new = [greedy_token(matcher, logits)]
+                    times.observe(1, (time.perf_counter() - t_pass) * 1000)
+                    if draft:  # a free observation: would the draft's first token have passed?
+                        hit = draft[0] == new[0]
+                        contexts.observe(at, rate, int(hit), not hit)
+                        rate = rate.observe(int(hit), not hit)
+                    continue
+                new = _verify(engine, seq, pos, tokens[-1], draft[:k], matcher)
+                times.observe(k + 1, (time.perf_counter() - t_pass) * 1000)
+                drafted += k
+                accepted += len(new) - 1
+                contexts.observe(at, rate, len(new) - 1, len(new) <= k)
+                rate = rate.observe(len(new) - 1, len(new) <= k)
+        finally:
+            engine.seq_remove(seq, len(prompt))  # keep the prompt cached, drop the answer
+            if learn:
+                rates[learn] = rate
+        total_ms = (time.perf_counter() - pre.t0) * 1000
+        passes = engine.counters.forward_passes - passes0
+    if reason != "stop" or not stop:
+        text += utf8.decode(b"", final=True)
+    yield text_done(
+        pre, prompt, tokens, text, reason, passes, prefill_passes, total_ms, t_first, mode,
+        drafted=drafted, accepted=accepted, forced=forced_total,
+    )  # fmt: skip
+
+
+def _jump(
+    engine: Engine,
+    seq: int,
+    pos: int,
+    pending: int,
+    forced: list[int],
+    matcher: TokenMatcher,
+) -> list[int]:
+    """Forward `pending` and the `forced` tokens in one pass (logits for the last only);
+    return the forced tokens and the constrained greedy token after them. The matcher is
+    left where it was: the caller consumes what it emits."""
+    run = [pending, *forced]
+    items = [BatchToken(t, pos + i, (seq,), i == len(forced)) for i, t in enumerate(run)]
+    logits = engine.forward(items)[0]
+    matcher.consume_many(forced)
+    try:
+        nxt = matcher.best(logits)
+    finally:
+        matcher.rollback(len(forced))
+    return [*forced, nxt]
+
+
+def _verify(
+    engine: Engine,
+    seq: int,
+    pos: int,
+    pending: int,
+    draft: list[int],
+    matcher: TokenMatcher | None = None,
+) -> list[int]:
+    """Forward `pending` (at `pos`) and `draft` in one pass; return the model's greedy
+    tokens (constrained by `matcher`, which is left where it was): the accepted draft
+    prefix plus the model's own next token. The KV cells of the rejected draft tokens are
+    removed, those of the accepted ones kept."""
+    items = [BatchToken(t, pos + i, (seq,), True) for i, t in enumerate([pending, *draft])]
+    rows = engine.forward(items)
+    if matcher is None:
+        greedy = [int(t) for t in np.argmax(rows, axis=1)]
+        j = 0
+        while j < len(draft) and greedy[j] == draft[j]:
+            j += 1
+        out = greedy[: j + 1]
+    else:
+        out = []
+        consumed = 0
+        try:
+            for j, row in enumerate(rows):
+                best = matcher.best(row)
+                out.append(best)
+                if j >= len(draft) or best != draft[j] or engine.is_eog(best):
+                    break
+                matcher.consume(best)
+                consumed += 1
+        finally:
+            matcher.rollback(consumed)
+        j = len(out) - 1
+    if j < len(draft):
+        engine.seq_remove(seq, pos + 1 + j)
+    return out

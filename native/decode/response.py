@@ -1,0 +1,659 @@
+"""The response decoder behind every toolweave mode but `grammar`.
+
+One greedy loop under the shared call grammar, with what each mode adds:
+
+- `constrained`: every token decoded, one pass each.
+- `jump`: tokens the grammar forces are committed without decoding and prefilled with
+  the next pass (jump-forward).
+- `fast`: once a call's tool is known, its required values are drafted in parallel
+  (`values.draft_values`), trusted, and written back in one pass; optional arguments
+  and the rest are decoded as in `jump`. Read-only tools get a provisional call first.
+- `lossless`: the same drafts are verified in the write-back pass under the real serial
+  prefix; the longest prefix that `jump` itself would have written is committed, the
+  model's own token is taken at the first mismatch, and drafting resumes at the next
+  argument key. Its tokens equal `jump`'s wherever a batched pass computes the same
+  logits as a serial one (bit-identical on SmolLM2 Q4_1 here; see tests and DESIGN.md).
+- Forecasts (`fast` and `lossless`, SchemaFill): where the model has a free choice and no
+  value draft applies, a draft of what comes next is verified the same way: the opening
+  of the next call for the tool `toolweave.drafting.forecast.CallForecast` ranks first, or the
+  continuation of the value being written as the request (or an earlier call) continues
+  it. The draft's first token is checked against logits already computed, so a wrong
+  forecast costs nothing; its length comes from the engine cost table and the running
+  acceptance, so a verification pass is only paid when it is expected to save time.
+
+Invariant: the KV of `seq` holds prompt + `tokens[:kv_len]`; `logits` predict the token
+after `tokens[kv_len - 1]`; `tokens[kv_len:]` are committed but not yet forwarded.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import time
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from toolweave.drafting.forecast import CallForecast, continuation
+from toolweave.drafting.ngram import AcceptanceRate, draft_length
+from toolweave.errors import CallFormatError
+from toolweave.formats import CallFormat
+from toolweave.native.calibration import CostTable
+from toolweave.native.constraints import TokenMatcher, Vocabulary
+from toolweave.native.decode.values import draft_values
+from toolweave.native.engine import BatchToken, Engine
+from toolweave.results import CallEvent
+from toolweave.toolspec import ToolCall, ToolSpec
+
+__all__ = ["DecodeTotals", "ResponseDecoder"]
+
+_SENTINEL = "__toolweave_arguments__"
+_DECODER = json.JSONDecoder()
+#: A prefilled token's cost in serial steps when no cost table is at hand (measured
+#: 0.27 for SmolLM2 and 0.09 for Gemma 3 on this CPU; only used to split phase times).
+_PREFILL_RATIO = 0.25
+_LOGITS_BYTES = 8 * 1024 * 1024
+
+
+def _now_ms() -> float:
+    return time.perf_counter() * 1000
+
+
+@dataclass
+class DecodeTotals:
+    """What the loop did, for CallStats."""
+
+    decoded: int = 0
+    prefilled: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    forecast_drafted: int = 0
+    forecast_accepted: int = 0
+    finish_reason: str = "stop"
+    fallbacks: list[str] = field(default_factory=list)
+    value_lengths: list[int] = field(default_factory=list)
+    phases_ms: dict[str, float] = field(default_factory=dict)
+
+    def add_phase(self, name: str, ms: float) -> None:
+        self.phases_ms[name] = self.phases_ms.get(name, 0.0) + ms
+
+
+@dataclass
+class _CallState:
+    """Per-call bookkeeping: where it starts in the text, its tool and its draft."""
+
+    start: int
+    spec: ToolSpec | None = None
+    drafted: bool = False
+    draft_text: str | None = None  # the whole call text as drafted (lossless)
+    failed_at: set[int] = field(default_factory=set)
+    required_done: bool = False
+
+
+class ResponseDecoder:
+    """Decode one response after the prompt; iterate `run()` for events."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        vocab: Vocabulary,
+        *,
+        grammar: str,
+        fmt: CallFormat,
+        tools: Mapping[str, ToolSpec],
+        seq: int,
+        prompt_len: int,
+        logits: NDArray[np.float32],
+        mode: str,
+        max_tokens: int,
+        value_grammar: Callable[[ToolSpec, str, Sequence[str]], str] | None = None,
+        branch_seqs: Sequence[int] = (),
+        batch_pays: Callable[[int], bool] = lambda k: k > 1,
+        parallel_pays: Callable[[ToolSpec, int], bool] = lambda spec, n: n > 1,
+        forecast: CallForecast | None = None,
+        request_text: str = "",
+        costs: CostTable | None = None,
+        forecast_rates: dict[str, AcceptanceRate] | None = None,
+    ) -> None:
+        self.engine = engine
+        self.vocab = vocab
+        self.matcher = TokenMatcher(vocab, grammar)
+        self.fmt = fmt
+        self.tools = tools
+        self.seq = seq
+        self.prompt_len = prompt_len
+        self.logits = logits
+        self.mode = mode
+        self.jump = mode != "constrained"
+        self.max_tokens = max_tokens
+        self.value_grammar = value_grammar
+        self.branch_seqs = tuple(branch_seqs)
+        self.batch_pays = batch_pays
+        self.parallel_pays = parallel_pays
+        self.tokens: list[int] = []
+        self.kv_len = 0
+        # Response text kept incrementally (a token may end inside a UTF-8 character).
+        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._text = ""
+        self.totals = DecodeTotals()
+        self.calls: list[ToolCall] = []
+        self._call = _CallState(start=0)
+        self._early: list[ToolCall] = []  # final calls handed out before their text was written
+        self._heads = {name: self._head(name) for name in tools}
+        # Forecasting: only where verification pays, per the engine's measured pass costs.
+        self.forecast = forecast if mode in ("fast", "lossless") and costs else None
+        self.request_text = request_text
+        self.costs = costs
+        # Running acceptance per forecast source ("forecast:<source>"), learned per engine.
+        self.forecast_rates = forecast_rates if forecast_rates is not None else {}
+        self._bigrams: dict[tuple[int, int], list[int]] = {}
+        self._kinds: list[str] = []  # per token: the phase its forward pass counts for
+        # Logits rows per verification pass: llama.cpp grows its output buffer to hold
+        # them all (1 MB a row for Gemma 3's 262k vocabulary), so at most 8 MB of them.
+        self._max_rows = max(2, _LOGITS_BYTES // (4 * engine.n_vocab))
+        self._greedy_key: tuple[int, int] = (0, -1)
+        self._greedy_token = -1
+
+    # ------------------------------------------------------------------ text helpers
+    def _head(self, name: str) -> tuple[str, str]:
+        """(text up to the first argument key, text after the last argument) of a call."""
+        text = self.fmt.serialize_call(ToolCall(name, {_SENTINEL: 0}))
+        marker = json.dumps(_SENTINEL) + ":0"
+        i = text.index(marker)
+        return text[:i], text[i + len(marker) :]
+
+    def text(self) -> str:
+        return self._text
+
+    def _call_text(self, full: str) -> str:
+        t = full[self._call.start :]
+        sep = self.fmt.separator
+        if self.calls and sep and t.startswith(sep):
+            t = t[len(sep) :]
+        return t.lstrip() if self.calls else t
+
+    # ------------------------------------------------------------------ the loop
+    def run(self) -> Iterator[CallEvent]:
+        while not self.matcher.stopped:
+            if len(self.tokens) >= self.max_tokens:
+                self.totals.finish_reason = "length"
+                return
+            if self.jump:
+                forced = self.matcher.forced()[: self.max_tokens - len(self.tokens)]
+                if forced:
+                    yield from self._commit(forced, decoded=False)
+                    continue
+            if self.mode in ("fast", "lossless"):
+                drafted = yield from self._maybe_draft()
+                if drafted:
+                    continue
+                if self.forecast is not None:
+                    drafted = yield from self._maybe_forecast()
+                    if drafted:
+                        continue
+            self._flush()
+            t0 = time.perf_counter()
+            token = self._greedy()
+            phase = self._phase()
+            self.totals.add_phase(phase, (time.perf_counter() - t0) * 1000)
+            if self.engine.is_eog(token):
+                return
+            yield from self._commit([token], decoded=True, kind=phase)
+
+    def _flush(self) -> None:
+        """Forward the committed-but-pending tokens (one pass, logits of the last).
+
+        The pass's time is split over the phases of the tokens it carries as the cost
+        table prices them: the first token a serial step, each further one a prefilled
+        token (so a decoded value token and the skeleton riding with it share the pass).
+        """
+        pending = self.tokens[self.kv_len :]
+        if not pending:
+            return
+        t0 = time.perf_counter()
+        base = self.prompt_len + self.kv_len
+        rows = self.engine.forward(
+            [
+                BatchToken(t, base + i, (self.seq,), i == len(pending) - 1)
+                for i, t in enumerate(pending)
+            ]
+        )
+        ms = (time.perf_counter() - t0) * 1000
+        extra = self.costs.prefill_ratio() if self.costs is not None else _PREFILL_RATIO
+        unit = ms / (1 + extra * (len(pending) - 1))
+        for i, kind in enumerate(self._kinds[self.kv_len :]):
+            self.totals.add_phase(kind, unit if i == 0 else unit * extra)
+        self.logits = rows[0]
+        self.kv_len = len(self.tokens)
+
+    def _phase(self) -> str:
+        """Where the current call is: choosing its tool ("name"), writing its required
+        values ("values") or deciding optional arguments and its end ("optional")."""
+        state = self._call
+        if state.spec is None:
+            return "name"
+        if not state.required_done:
+            state.required_done = self._required_done(state.spec)
+        return "optional" if state.required_done else "values"
+
+    def _required_done(self, spec: ToolSpec) -> bool:
+        if not spec.required:
+            return True
+        call_text = self._call_text(self.text())
+        key = json.dumps(spec.required[-1], ensure_ascii=False) + ":"
+        at = call_text.find(key)
+        if at < 0:
+            return False
+        try:
+            _DECODER.raw_decode(call_text[at + len(key) :])
+        except json.JSONDecodeError:
+            return False
+        return True
+
+    def _greedy(self) -> int:
+        """The constrained greedy token for the current logits and grammar state, computed
+        once however many drafts look at it."""
+        key = (id(self.logits), len(self.tokens))
+        if self._greedy_key != key:
+            self._greedy_key, self._greedy_token = key, self.matcher.best(self.logits)
+        return self._greedy_token
+
+    def _commit(
+        self, tokens: Sequence[int], *, decoded: bool, kind: str | None = None
+    ) -> Iterator[CallEvent]:
+        """Append `tokens` (forwarded later by `_flush`); `kind` is the phase their
+        forward pass counts for: by default the skeleton for tokens written without being
+        decoded, the current phase for decoded ones."""
+        self.matcher.consume_many(tokens)
+        self._kinds.extend([kind or (self._phase() if decoded else "skeleton")] * len(tokens))
+        for t in tokens:  # index of token pairs, for forecasts from this response itself
+            if self.tokens:
+                self._bigrams.setdefault((self.tokens[-1], t), []).append(len(self.tokens) - 1)
+            self.tokens.append(t)
+        self._text += self._utf8.decode(b"".join(self.engine.token_bytes(t) for t in tokens))
+        if decoded:
+            self.totals.decoded += len(tokens)
+        else:
+            self.totals.prefilled += len(tokens)
+        yield CallEvent("tokens", _now_ms(), tuple(tokens), decoded)
+        yield from self._track()
+
+    def _track(self) -> Iterator[CallEvent]:
+        """Notice the tool name being decided and calls being complete."""
+        full = self.text()
+        call_text = self._call_text(full)
+        if self._call.spec is None:
+            for name, (head, _) in self._heads.items():
+                if call_text.startswith(head):
+                    self._call.spec = self.tools[name]
+                    yield CallEvent("name", _now_ms(), name=name)
+                    break
+        if not call_text.rstrip().endswith(self.fmt.close or "}"):
+            return
+        try:
+            found = self.fmt.parse(full)
+        except CallFormatError:
+            return
+        for c in found[len(self.calls) :]:
+            self.calls.append(c)
+            if not self._already_emitted(c):
+                yield CallEvent("call", _now_ms(), call=c)
+            self._call = _CallState(start=len(full))
+
+    def _already_emitted(self, call: ToolCall) -> bool:
+        if self._early and self._early[0] == call:
+            self._early.pop(0)
+            return True
+        return False
+
+    def _emit_early(self, call: ToolCall) -> CallEvent:
+        self._early.append(call)
+        return CallEvent("call", _now_ms(), call=call)
+
+    # ------------------------------------------------------------------ drafting
+    def _maybe_draft(self) -> Generator[CallEvent, None, bool]:
+        """Generator returning True when it committed tokens from a draft."""
+        state = self._call
+        spec = state.spec
+        if spec is None or self.value_grammar is None:
+            return False
+        if not state.drafted:
+            state.drafted = True
+            keys = spec.required[: len(self.branch_seqs)]
+            # A provisional call is worth drafting for even when batching does not pay.
+            provisional_pays = bool(keys) and bool(spec.read_only and spec.optional)
+            if not keys or not (provisional_pays or self.parallel_pays(spec, len(keys))):
+                return False  # decode the values serially, exactly as `jump`
+            head, tail = self._heads[spec.name]
+            self._flush()  # exactly the pass `jump` makes for these tokens
+            t0 = time.perf_counter()
+            vg = self.value_grammar
+            # What may follow each value in the call grammar: the next required key, or for
+            # the last one any optional key or the end of the call. Allowing all of it lets
+            # a branch pick the tokens the serial decoder fuses across the boundary (`","`).
+            suffixes = [self._continuations(spec, i, tail) for i in range(len(keys))]
+            drafts = draft_values(
+                self.engine,
+                self.vocab,
+                seq=self.seq,
+                prompt_len=self.prompt_len,
+                committed=self.tokens,
+                kv_len=self.kv_len,
+                logits=self.logits,
+                head=head,
+                keys=keys,
+                grammar_for=lambda key, suffix: vg(spec, key, suffix),
+                suffixes=suffixes,
+                branch_seqs=self.branch_seqs,
+                batch_pays=self.batch_pays,
+            )
+            self.kv_len = len(self.tokens)
+            self.logits = drafts.logits
+            self.totals.add_phase("values", (time.perf_counter() - t0) * 1000)
+            self.totals.value_lengths.extend(drafts.lengths)
+            if drafts.values is None:
+                self.totals.fallbacks.append(drafts.error or "drafting failed")
+                return False  # clean fallback: decode this call as `jump` does
+            args_text = ",".join(
+                json.dumps(k, ensure_ascii=False) + ":" + drafts.values[k] for k in keys
+            )
+            required_text = head + args_text
+            complete = len(keys) == len(spec.required)
+            if complete:
+                try:
+                    values = {k: json.loads(drafts.values[k]) for k in keys}
+                except json.JSONDecodeError:
+                    values = None
+                if values is not None:
+                    call = ToolCall(spec.name, values)
+                    if spec.optional and spec.read_only:
+                        yield CallEvent("provisional", _now_ms(), call=call)
+                    elif not spec.optional and self.mode == "fast":
+                        yield self._emit_early(call)
+            state.draft_text = required_text + (tail if not spec.optional else "")
+            if self.mode == "fast":
+                committed = yield from self._write_back(required_text)
+                return committed
+        if self.mode == "lossless" and state.draft_text is not None:
+            committed = yield from self._verify_draft()
+            return committed
+        return False
+
+    @staticmethod
+    def _continuations(spec: ToolSpec, i: int, tail: str) -> tuple[str, ...]:
+        def key(k: str) -> str:
+            return "," + json.dumps(k, ensure_ascii=False) + ":"
+
+        if i < len(spec.required) - 1:
+            return (key(spec.required[i + 1]),)
+        return (*(key(k) for k in spec.optional), tail)
+
+    def _draft_rest(self, call_text: str) -> str:
+        draft = self._call.draft_text or ""
+        spec = self._call.spec
+        if draft.startswith(call_text):
+            return draft[len(call_text) :]
+        if spec is None:
+            return ""
+        for key in spec.required:
+            pat = json.dumps(key, ensure_ascii=False) + ":"
+            if call_text.endswith(pat) and pat in draft:
+                return draft[draft.index(pat) + len(pat) :]
+        return ""
+
+    def _write_back(self, required_text: str) -> Generator[CallEvent, None, bool]:
+        """`fast`: commit the drafted required arguments without verification."""
+        call_text = self._call_text(self.text())
+        if not required_text.startswith(call_text):
+            return False
+        draft = self.engine.tokenize(required_text[len(call_text) :], parse_special=False)
+        draft = draft[: self.max_tokens - len(self.tokens)]
+        if not draft or self.matcher.accepts_prefix(draft) < len(draft):
+            return False
+        yield from self._commit(draft, decoded=False, kind="write_back")
+        self.totals.drafted += len(draft)
+        self.totals.accepted += len(draft)
+        self._flush()  # its time counts as the write-back's
+        return True
+
+    def _verify_draft(self) -> Generator[CallEvent, None, bool]:
+        """`lossless`: verify the draft under the real prefix in one pass."""
+        call_text = self._call_text(self.text())
+        at = len(self.tokens)
+        if at in self._call.failed_at:
+            return False
+        rest = self._draft_rest(call_text)
+        if not rest:
+            return False
+        draft = self.engine.tokenize(rest, parse_special=False)[: self.max_tokens - at]
+        # The next token is a free choice here (no forced tokens): check it first for free.
+        self._flush()
+        first = self._greedy()
+        if not draft or first != draft[0]:
+            self._call.failed_at.add(at)
+            return False
+        t0 = time.perf_counter()
+        _, stalled = yield from self._verify_tokens(draft, forecast=False)
+        self.totals.add_phase("verify", (time.perf_counter() - t0) * 1000)
+        if stalled:
+            self._call.failed_at.add(len(self.tokens))
+        return True
+
+    # ------------------------------------------------------------------ forecasting
+    def _forecast_draft(self, budget: int) -> tuple[str, list[int], list[int]]:
+        """(source, tokens, indices of the tokens the model chooses) expected next, from
+        the first source that has any: the opening of the next call for the best-ranked
+        tool (between calls, source "call"); what followed the same tokens earlier in this
+        response ("repeat": a repeated call, in the model's own tokens); what followed the
+        same text in the request ("request": a value being copied)."""
+        full = self.text()
+        if self._call.spec is None:
+            raw = full[self._call.start :]
+            sep = self.fmt.separator if self.calls else ""
+            assert self.forecast is not None
+            for name in self.forecast.candidates(self.calls):
+                head, _ = self._heads[name]
+                spec = self.tools[name]
+                # the first required key is fixed by the skeleton: draft it too
+                key = json.dumps(spec.required[0], ensure_ascii=False) if spec.required else ""
+                candidate = sep + head + (key + ":" if key else "")
+                if candidate.startswith(raw) and len(candidate) > len(raw):
+                    return ("call", *self._text_draft(candidate[len(raw) :], budget))
+            return "call", [], []
+        own = self._own_continuation(budget)
+        if own:
+            return ("repeat", *self._token_draft(own))
+        text = continuation((self.request_text,), full)
+        return ("request", *self._text_draft(text, budget)) if text else ("request", [], [])
+
+    def _text_draft(self, text: str, budget: int) -> tuple[list[int], list[int]]:
+        """`text` as this decoder would write it: a run the grammar forces in the grammar's
+        own tokens, the rest as the tokenizer splits it. Stops where the grammar or a
+        forced run disagrees with the text."""
+        probe = self.matcher.copy()
+        out: list[int] = []
+        choices: list[int] = []
+        while text and len(out) < budget and not probe.stopped:
+            forced = probe.forced()
+            if forced:
+                forced_text = self.engine.detokenize(forced)
+                if not text.startswith(forced_text) or len(out) + len(forced) > budget:
+                    break
+                probe.consume_many(forced)
+                out.extend(forced)
+                text = text[len(forced_text) :]
+                continue
+            token = self.engine.tokenize(text, parse_special=False)[0]
+            try:
+                piece = self.engine.token_bytes(token).decode("utf-8", errors="strict")
+            except UnicodeDecodeError:
+                break  # a token ending inside a character: the draft stops before it
+            if not piece or not text.startswith(piece) or not probe.accepts_prefix([token]):
+                break
+            probe.consume(token)
+            choices.append(len(out))
+            out.append(token)
+            text = text[len(piece) :]
+        return out, choices
+
+    def _token_draft(self, tokens: Sequence[int]) -> tuple[list[int], list[int]]:
+        """The prefix of `tokens` the grammar accepts, with the indices of its choices."""
+        probe = self.matcher.copy()
+        out: list[int] = []
+        choices: list[int] = []
+        j = 0
+        while j < len(tokens) and not probe.stopped:
+            forced = probe.forced()
+            if forced:
+                if list(tokens[j : j + len(forced)]) != forced:
+                    break
+                probe.consume_many(forced)
+                out.extend(forced)
+                j += len(forced)
+                continue
+            if not probe.accepts_prefix([tokens[j]]):
+                break
+            probe.consume(tokens[j])
+            choices.append(len(out))
+            out.append(tokens[j])
+            j += 1
+        return out, choices
+
+    def _own_continuation(self, budget: int, longest: int = 8) -> list[int]:
+        """The tokens that followed the longest earlier match (2+ tokens) of this
+        response's last tokens; the latest match wins ties."""
+        toks = self.tokens
+        n = len(toks)
+        if n < 3:
+            return []
+        best_len, best_end = 0, -1
+        for start in reversed(self._bigrams.get((toks[-2], toks[-1]), ())):
+            end = start + 2  # the match covers toks[start:end] == toks[n-2:n]
+            if end >= n:
+                continue
+            length = 2
+            while (
+                length < longest
+                and start - (length - 1) >= 0
+                and toks[start - (length - 1)] == toks[n - 1 - length]
+            ):
+                length += 1
+            if length > best_len:
+                best_len, best_end = length, end
+        return toks[best_end : best_end + budget] if best_end >= 0 else []
+
+    def _maybe_forecast(self) -> Generator[CallEvent, None, bool]:
+        """Verify a forecast of the next tokens when that is expected to pay; True when
+        tokens were committed.
+
+        Only the model's choices in the draft are uncertain (forced runs are written
+        anyway), so the pass asks logits just for the rows before them and the last, and
+        the number of choices to verify maximises expected tokens per millisecond under
+        the cost table, at the running acceptance of this kind of forecast.
+        """
+        assert self.costs is not None
+        costs = self.costs
+        budget = min(self.engine.n_batch, self.max_tokens - len(self.tokens), 48)
+        if budget < 2:
+            return False
+        source, draft, choices = self._forecast_draft(budget)
+        if len(choices) < 2 or choices[0] != 0:
+            return False  # no choice after the first: forced tokens cost nothing anyway
+        self._flush()
+        if self._greedy() != draft[0]:  # free: these logits exist already
+            return False
+
+        def tokens_through(k: int) -> int:  # draft tokens in a pass verifying k more choices
+            return choices[k + 1] if k + 1 < len(choices) else len(draft)
+
+        key = f"forecast:{source}"
+        rate = self.forecast_rates.get(key, AcceptanceRate())
+        extra = draft_length(
+            lambda n: costs.pass_ms(tokens_through(n - 1), n),
+            rate.rate,
+            max_len=min(len(choices), self._max_rows) - 1,
+        )
+        if extra == 0:
+            return False  # the plain step commits draft[0] anyway
+        t0 = time.perf_counter()
+        draft = draft[: tokens_through(extra)]
+        accepted, _ = yield from self._verify_tokens(draft, forecast=True)
+        chosen = sum(1 for i in choices[1 : extra + 1] if i < accepted)
+        self.forecast_rates[key] = rate.observe(chosen, chosen < extra)
+        self.totals.add_phase("forecast", (time.perf_counter() - t0) * 1000)
+        return True
+
+    def _verify_tokens(
+        self, draft: Sequence[int], *, forecast: bool
+    ) -> Generator[CallEvent, None, tuple[int, bool]]:
+        """Forward `draft` (its first token is the model's greedy choice) in one pass;
+        commit the longest prefix the constrained greedy decoder would have written, plus
+        its own token at the first mismatch. Logits are asked only for the rows that
+        decide something: the one before each token the model chooses, and the last.
+        Returns (draft tokens accepted, whether it stopped with neither a mismatch nor
+        the end)."""
+        draft, choices = self._token_draft(draft)
+        if len(choices) > self._max_rows:  # bound the logits buffer (vocabulary x rows)
+            draft, choices = draft[: choices[self._max_rows]], choices[: self._max_rows]
+        base = self.prompt_len + self.kv_len
+        wanted = {i - 1 for i in choices if i > 0} | {len(draft) - 1}
+        out = self.engine.forward(
+            [BatchToken(t, base + i, (self.seq,), i in wanted) for i, t in enumerate(draft)]
+        )
+        rows = dict(zip(sorted(wanted), out, strict=True))
+        probe = self.matcher.copy()
+        accepted: list[int] = []
+        correction: list[int] = []
+        correction_decoded = False
+        decoded_choices = 0
+        prev = self.logits
+        fresh = True  # prev predicts the token after the last accepted one
+        j = 0
+        while j < len(draft) and not probe.stopped:
+            forced = probe.forced()
+            if forced:
+                if list(draft[j : j + len(forced)]) != forced:
+                    correction = forced
+                    break
+                probe.consume_many(forced)
+                accepted.extend(forced)
+                j += len(forced)
+            else:
+                if not fresh:  # cannot happen with the rows asked above; stop safely
+                    break
+                tok = probe.best(prev)
+                if self.engine.is_eog(tok):
+                    break
+                if tok != draft[j]:
+                    correction = [tok]
+                    correction_decoded = True
+                    break
+                probe.consume(tok)
+                accepted.append(tok)
+                decoded_choices += 1
+                j += 1
+            row = rows.get(j - 1)
+            fresh = row is not None
+            if row is not None:
+                prev = row
+        keep = len(accepted) if fresh or correction else len(accepted) - 1
+        self.engine.seq_remove(self.seq, base + keep)
+        if forecast:
+            self.totals.forecast_drafted += len(draft)
+            self.totals.forecast_accepted += len(accepted)
+        else:
+            self.totals.drafted += len(draft)
+            self.totals.accepted += len(accepted)
+        yield from self._commit(accepted, decoded=False, kind="forecast" if forecast else "verify")
+        # Accepted tokens the model chose (not forced) count as decoded, as in `jump`.
+        self.totals.prefilled -= decoded_choices
+        self.totals.decoded += decoded_choices
+        # Without fresh logits the last accepted token is forwarded again by `_flush`.
+        self.kv_len = len(self.tokens) - (len(accepted) - keep)
+        self.logits = prev
+        if correction:
+            kind = None if correction_decoded else "skeleton"
+            yield from self._commit(correction, decoded=correction_decoded, kind=kind)
+        return len(accepted), not correction and j < len(draft) and not probe.stopped

@@ -1,0 +1,704 @@
+"""Divergence-point state checkpoints across requests, sessions and restarts.
+
+`StateStore.prefill(engine, seq, prompt)` is a drop-in for
+`toolweave.native.states.prefill.prefill_prompt`: it leaves exactly `prompt` in `seq` and
+returns the logits of its last token, but it also remembers the states of earlier
+prompts. For each request it
+
+1. finds the divergence point L: the longest common prefix of the prompt with the
+   previous prompt of the same session (an agent rebuilds its request each step; for a
+   session's first prompt on an attention-only model, the whole prompt);
+2. starts from whichever costs least: the live sequence truncated to its common prefix,
+   or a saved state (in memory or on disk) covering R tokens of the prompt;
+3. prefills the rest in consolidated passes (`plan_passes`), and on the way saves the
+   state at L when `CheckpointPolicy.should_checkpoint` says the advance repays its cost.
+
+States are KV snapshots of one sequence (`Engine.state_get`). For attention-only models a
+snapshot truncated to any shorter prefix is exact, so a state serves every prompt it
+shares a prefix with; for recurrent and hybrid models only prompts it is a prefix of.
+
+With a `directory`, every state is also written there (one file per state, holding its
+tokens and the model fingerprint, so no other model loads it) by a background thread,
+and a store opened later over the same directory - a restarted process - reuses them.
+Call `close()` (or use the store as a context manager) to finish pending writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import mmap
+import os
+import struct
+import threading
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import llama_cpp
+import numpy as np
+from numpy.typing import NDArray
+
+from toolweave.checkpoints import (
+    CheckpointInfo,
+    CheckpointPolicy,
+    CostEstimator,
+    RestoreOption,
+    StoreCosts,
+    choose_restore,
+    common_prefix,
+    plan_passes,
+)
+from toolweave.errors import ContextFullError, EngineError
+from toolweave.native.calibration import CostTable
+from toolweave.native.engine import BatchToken, Engine
+from toolweave.native.states.prefill import PromptPrefill
+
+__all__ = [
+    "Checkpoint",
+    "PrefillRecord",
+    "StateStore",
+    "model_fingerprint",
+    "store_costs",
+]
+
+_MAGIC = b"TWSTATE1"
+_SUFFIX = ".twstate"
+_HEADER = struct.Struct("<8sI")  # magic, header length
+_SESSIONS_KEPT = 1024  # sessions whose last prompt is remembered (for their divergence point)
+
+
+def model_fingerprint(path: str | os.PathLike[str]) -> str:
+    """A model's identity for saved states: size plus hashes of the first and last MiB."""
+    p = Path(path)
+    size = p.stat().st_size
+    h = hashlib.sha256(str(size).encode())
+    with p.open("rb") as fh:
+        h.update(fh.read(1 << 20))
+        fh.seek(max(0, size - (1 << 20)))
+        h.update(fh.read(1 << 20))
+    return h.hexdigest()[:32]
+
+
+def store_costs(table: CostTable) -> StoreCosts:
+    """Checkpoint policy costs from a measured engine cost table.
+
+    Saving costs the `state_get` copy only (files are written off the request path).
+    """
+    per = 1.0 / max(1, table.state_tokens)
+    return StoreCosts(
+        prefill_ms_per_token=table.prefill_ms_per_token,
+        pass_ms=max(0.0, table.serial_step_ms - table.prefill_ms_per_token),
+        save_ms_per_token=table.state_get_ms * per,
+        restore_ms_per_token=table.state_set_ms * per,
+        load_ms_per_token=table.state_load_ms * per,
+    )
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A saved state as the store reports it."""
+
+    key: str
+    session: str
+    n_tokens: int
+    n_bytes: int
+    in_memory: bool
+    on_disk: bool
+
+
+@dataclass(frozen=True)
+class PrefillRecord:
+    """What one `StateStore.prefill` did.
+
+    ``source``: ``"live"`` (the sequence's own cache), ``"memory"`` or ``"disk"`` (a saved
+    state), ``"none"`` (nothing reused). ``divergence`` is L, ``covered`` R (tokens saved
+    states covered before this request), ``saved_at`` where a new state was saved;
+    ``handover_ms`` the time spent saving the previous session's state first (see
+    `StateStore`).
+    """
+
+    prompt_tokens: int
+    reused: int
+    prefilled: int
+    passes: int
+    source: str
+    divergence: int
+    covered: int
+    saved_at: int | None
+    restore_ms: float
+    save_ms: float
+    handover_ms: float
+    prompt_ms: float
+
+
+@dataclass
+class _Entry:
+    key: str
+    model_id: str
+    tokens: NDArray[np.int32]
+    session: str
+    n_bytes: int
+    last_used: float
+    data: bytes | None = None
+    path: Path | None = None
+    file_bytes: int = 0
+    pending: Future[None] | None = field(default=None, repr=False)
+
+    def public(self) -> Checkpoint:
+        on_disk = self.path is not None
+        return Checkpoint(
+            self.key, self.session, len(self.tokens), self.n_bytes, bool(self.data), on_disk
+        )
+
+    def info(self) -> CheckpointInfo:
+        return CheckpointInfo(
+            self.key, self.session, len(self.tokens), self.n_bytes, self.last_used
+        )
+
+
+class StateStore:
+    """Saved KV states shared by every session on one or more engines (see module doc).
+
+    `policy` places and evicts states. It reasons with `costs` (a `StoreCosts`, or a
+    measured `CostTable`; defaults otherwise), refined from the store's own pass and state
+    timings unless `learn_costs` is False.
+    `max_memory_bytes` bounds the states kept in memory; beyond it only their files stay
+    (without a directory the states themselves are evicted). `consolidate=False` runs the
+    last prompt token in a pass of its own, as `prefill_prompt` does, for engines whose
+    batch numerics differ from single-token ones. `history` recent prompts are kept to
+    place the first checkpoint of a session on recurrent models. Thread-safe.
+
+    When a request finds its sequence holding another session's prompt, that prompt's
+    state is saved before being overwritten unless saved states already cover it (the
+    policy's threshold decides): it is what the other session's next request will share
+    most of. This is the earlier request's save, made only when its slot changes hands;
+    each request itself saves at most one state, at its divergence point.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str] | None = None,
+        *,
+        policy: CheckpointPolicy | None = None,
+        costs: StoreCosts | CostTable | None = None,
+        learn_costs: bool = True,
+        max_memory_bytes: int = 512 << 20,
+        consolidate: bool = True,
+        history: int = 64,
+    ) -> None:
+        self.policy = policy or CheckpointPolicy()
+        prior = store_costs(costs) if isinstance(costs, CostTable) else costs
+        self._estimator = CostEstimator(prior)
+        self.learn_costs = learn_costs
+        self.max_memory_bytes = max_memory_bytes
+        self.consolidate = consolidate
+        self.directory = None if directory is None else Path(directory)
+        self._lock = threading.RLock()
+        self._entries: dict[str, _Entry] = {}
+        self._history: deque[NDArray[np.int32]] = deque(maxlen=history)
+        self._sessions: OrderedDict[str, NDArray[np.int32]] = OrderedDict()
+        self._owners: dict[tuple[int, int], tuple[str, int]] = {}
+        self._models: dict[str, tuple[str, bool]] = {}
+        self._writer: ThreadPoolExecutor | None = None
+        self.write_errors: list[str] = []
+        self.last: PrefillRecord | None = None
+        if self.directory is not None:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._scan()
+
+    # ------------------------------------------------------------------ lifecycle
+    def flush(self) -> None:
+        """Wait until every pending file write and delete has finished."""
+        with self._lock:
+            pending = [e.pending for e in self._entries.values() if e.pending is not None]
+            writer = self._writer
+        for fut in pending:
+            fut.result()
+        if writer is not None:
+            writer.submit(lambda: None).result()
+
+    def close(self) -> None:
+        """Finish pending writes and stop the writer thread (the store stays usable)."""
+        self.flush()
+        with self._lock:
+            writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.shutdown(wait=True)
+
+    def __enter__(self) -> StateStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ queries
+    def checkpoints(self, engine: Engine | None = None) -> list[Checkpoint]:
+        """The saved states (of `engine`'s model only, when given), oldest use first."""
+        with self._lock:
+            model = None if engine is None else self._model(engine)[0]
+            entries = sorted(self._entries.values(), key=lambda e: e.last_used)
+            return [e.public() for e in entries if model is None or e.model_id == model]
+
+    def memory_bytes(self) -> int:
+        with self._lock:
+            return sum(len(e.data) for e in self._entries.values() if e.data is not None)
+
+    def disk_bytes(self) -> int:
+        with self._lock:
+            return sum(e.file_bytes for e in self._entries.values() if e.path is not None)
+
+    def costs(self) -> StoreCosts:
+        """The costs the policy currently reasons with."""
+        with self._lock:
+            return self._estimator.costs()
+
+    # ------------------------------------------------------------------ prefill
+    def prefill(
+        self,
+        engine: Engine,
+        seq: int,
+        prompt: Sequence[int],
+        max_tokens: int = 0,
+        *,
+        session: str | None = None,
+    ) -> PromptPrefill:
+        """Leave exactly `prompt` in `seq` and return the logits of its last token.
+
+        Same contract as `prefill_prompt` (raises `ContextFullError` when the prompt plus
+        `max_tokens` cannot fit); `session` names the agent whose state budget a new
+        checkpoint counts against (default: one session per sequence).
+        """
+        if not prompt:
+            raise ContextFullError("empty prompt")
+        if len(prompt) + max_tokens > engine.n_ctx:
+            raise ContextFullError(
+                f"prompt of {len(prompt)} tokens plus {max_tokens} output tokens exceeds "
+                f"the context window of {engine.n_ctx}"
+            )
+        engine.seq_len(seq)  # raises SequenceError for an unknown sequence id
+        session = session or f"seq{seq}"
+        with engine.lock, self._lock:
+            return self._prefill(engine, seq, list(prompt), session)
+
+    def _prefill(self, engine: Engine, seq: int, prompt: list[int], session: str) -> PromptPrefill:
+        costs = self._estimator.costs()
+        t_start = time.perf_counter()
+        n = len(prompt)
+        arr = np.asarray(prompt, dtype=np.int32)
+        model, truncatable = self._model(engine)
+        live = engine.seq_tokens.get(seq, [])
+        live_lcp = common_prefix(live, arr)
+        handover_ms = 0.0
+        owner = self._owner(engine, seq)
+        if truncatable and owner not in (None, session) and live_lcp < len(live):
+            handover_ms = self._hand_over(engine, seq, live, model, owner, costs)
+        if not truncatable and (live_lcp < len(live) or engine.seq_len(seq) != len(live)):
+            live_lcp = 0  # a recurrent state cannot be rolled back
+        options = [RestoreOption(None, min(live_lcp, n - 1))]
+        covered = 0
+        for e in self._usable(model, engine.n_ctx):
+            lcp = common_prefix(e.tokens, arr)
+            usable = lcp if truncatable or lcp == len(e.tokens) else 0
+            usable = min(usable, n - 1)
+            covered = max(covered, usable)
+            if usable > live_lcp:
+                ms = costs.restore_ms(len(e.tokens), from_disk=e.data is None)
+                options.append(RestoreOption(e.key, usable, ms))
+        divergence = self._divergence(session, arr, truncatable)
+
+        start, source, restore_ms = self._start(engine, seq, prompt, choose_restore(options, costs))
+        cut = self._cut(engine, start, n, divergence, covered, costs)
+        save_ms = 0.0
+        if cut == start and cut is not None:
+            save_ms = self._save(engine, seq, prompt[:cut], model, session)
+        passes = plan_passes(start, n, engine.n_batch, cut=cut, last_alone=not self.consolidate)
+        t0 = time.perf_counter()
+        logits: NDArray[np.float32] | None = None
+        for lo, hi in passes:
+            t0 = time.perf_counter()
+            items = [BatchToken(prompt[p], p, (seq,), p == n - 1) for p in range(lo, hi)]
+            rows = engine.forward(items)
+            if self.learn_costs:
+                self._estimator.observe_pass(hi - lo, (time.perf_counter() - t0) * 1000)
+            engine.seq_tokens[seq] = prompt[:hi]
+            if hi == cut:
+                save_ms = self._save(engine, seq, prompt[:cut], model, session)
+            if len(rows):
+                logits = rows[0]
+        if logits is None:  # unreachable: the last token is always prefilled
+            raise EngineError("the prompt's last token was not prefilled")
+        self._history.append(arr)
+        self._sessions[session] = arr
+        self._sessions.move_to_end(session)
+        self._owners[(id(engine), seq)] = (session, n)
+        while len(self._sessions) > _SESSIONS_KEPT:
+            self._sessions.popitem(last=False)
+        self._enforce_bounds(model, costs)
+        prompt_ms = (t0 - t_start) * 1000
+        self.last = PrefillRecord(
+            prompt_tokens=n,
+            reused=start,
+            prefilled=n - start,
+            passes=len(passes),
+            source=source,
+            divergence=divergence,
+            covered=covered,
+            saved_at=cut,
+            restore_ms=restore_ms,
+            save_ms=save_ms,
+            handover_ms=handover_ms,
+            prompt_ms=prompt_ms,
+        )
+        return PromptPrefill(logits=logits, t0=t0, prompt_ms=prompt_ms, reused=start)
+
+    def _start(
+        self, engine: Engine, seq: int, prompt: list[int], choice: RestoreOption
+    ) -> tuple[int, str, float]:
+        """Put the chosen starting state in `seq`; returns (tokens reused, source, ms)."""
+        t0 = time.perf_counter()
+        entry = self._entries.get(choice.key) if choice.key is not None else None
+        source = "live"
+        if entry is not None:
+            source = "memory" if entry.data is not None else "disk"
+            try:
+                self._restore(engine, seq, entry)
+            except (EngineError, OSError, ValueError) as exc:
+                # A missing or foreign file is forgotten; a refusal by the engine (a full
+                # context, say) may not last, so that state is kept. Either way: start cold.
+                if not isinstance(exc, EngineError):
+                    self._drop(entry)
+                engine.seq_remove(seq)
+                engine.seq_tokens[seq] = []
+                return 0, "none", (time.perf_counter() - t0) * 1000
+        reuse = choice.reuse
+        engine.seq_remove(seq, reuse)
+        engine.seq_tokens[seq] = prompt[:reuse]
+        if reuse == 0:
+            source = "none"
+        return reuse, source, (time.perf_counter() - t0) * 1000
+
+    def _owner(self, engine: Engine, seq: int) -> str | None:
+        """The session whose prompt the store left in `seq`, if it is still there."""
+        found = self._owners.get((id(engine), seq))
+        if found is None or len(engine.seq_tokens.get(seq, ())) != found[1]:
+            return None
+        return found[0]
+
+    def _hand_over(
+        self,
+        engine: Engine,
+        seq: int,
+        live: Sequence[int],
+        model: str,
+        owner: str,
+        costs: StoreCosts,
+    ) -> float:
+        """Save the state another session left in `seq` before this request overwrites it.
+
+        What a session sent last is what its next request shares most of (up to its next
+        divergence point, not yet known), so a slot changing hands keeps the outgoing
+        state when saved states do not already cover it (llama-server's prompt cache
+        does the same on slot reuse). This is the outgoing request's save, made late.
+        """
+        arr = np.asarray(live, dtype=np.int32)
+        covered = max(
+            (common_prefix(e.tokens, arr) for e in self._usable(model, engine.n_ctx)), default=0
+        )
+        ok = self.policy.should_checkpoint(
+            divergence=len(live), covered=covered, prompt_len=len(live), costs=costs
+        )
+        if not ok:
+            return 0.0
+        if engine.seq_len(seq) != len(live):
+            engine.seq_remove(seq, len(live))  # drop decoded output beyond the prompt
+        return self._save(engine, seq, list(live), model, owner)
+
+    def _divergence(self, session: str, prompt: NDArray[np.int32], truncatable: bool) -> int:
+        """Where this prompt departs from what its session is expected to resend.
+
+        Within a session: the common prefix with the session's previous prompt (Tandem's
+        locality: the next request will share about as much). A session's first prompt
+        has no predecessor; a truncatable state of the whole prompt serves any later
+        prefix of it, so that is what is saved; a recurrent state is useful only where it
+        ends, so the common prefix with any recent prompt (shared instructions) is used.
+        """
+        previous = self._sessions.get(session)
+        if previous is not None:
+            return common_prefix(previous, prompt)
+        if truncatable:
+            return len(prompt)
+        return max((common_prefix(p, prompt) for p in self._history), default=0)
+
+    def _cut(
+        self, engine: Engine, start: int, n: int, divergence: int, covered: int, costs: StoreCosts
+    ) -> int | None:
+        if divergence < start:
+            return None
+        last_alone = not self.consolidate
+        extra = len(plan_passes(start, n, engine.n_batch, cut=divergence, last_alone=last_alone))
+        extra -= len(plan_passes(start, n, engine.n_batch, last_alone=last_alone))
+        ok = self.policy.should_checkpoint(
+            divergence=divergence, covered=covered, prompt_len=n, costs=costs, extra_passes=extra
+        )
+        return divergence if ok else None
+
+    # ------------------------------------------------------------------ saving
+    def save(self, engine: Engine, seq: int, *, session: str | None = None) -> Checkpoint | None:
+        """Save what `seq` holds now as a state (before an idle release, for instance).
+
+        Only the tokens the engine knows to be in `seq` are kept (decoded output beyond
+        them is dropped first on attention-only models). Returns None when the sequence
+        is empty, already saved, or cannot be aligned with its tokens.
+        """
+        with engine.lock, self._lock:
+            model, truncatable = self._model(engine)
+            tokens = list(engine.seq_tokens.get(seq, []))
+            if not tokens:
+                return None
+            if engine.seq_len(seq) != len(tokens):
+                if not truncatable:
+                    return None
+                engine.seq_remove(seq, len(tokens))
+            key = _key(model, tokens)
+            if key not in self._entries:
+                session = session or self._owner(engine, seq) or f"seq{seq}"
+                self._save(engine, seq, tokens, model, session)
+                self._enforce_bounds(model, self._estimator.costs())
+            entry = self._entries.get(key)
+            return None if entry is None else entry.public()
+
+    def _save(self, engine: Engine, seq: int, tokens: list[int], model: str, session: str) -> float:
+        t0 = time.perf_counter()
+        key = _key(model, tokens)
+        if key in self._entries:
+            self._entries[key].last_used = time.time()
+            return 0.0
+        data = engine.state_get(seq)
+        if self.learn_costs:
+            self._estimator.observe_save(len(tokens), (time.perf_counter() - t0) * 1000)
+        entry = _Entry(
+            key=key,
+            model_id=model,
+            tokens=np.asarray(tokens, dtype=np.int32),
+            session=session,
+            n_bytes=len(data),
+            last_used=time.time(),
+            data=data,
+        )
+        self._entries[key] = entry
+        if self.directory is not None:
+            entry.pending = self._submit(self._write_job, entry, data)
+        return (time.perf_counter() - t0) * 1000
+
+    def _restore(self, engine: Engine, seq: int, entry: _Entry) -> None:
+        t0 = time.perf_counter()
+        from_disk = entry.data is None
+        if entry.data is not None:
+            engine.state_set(seq, entry.data)
+        elif entry.path is not None:
+            # Mapped, not read: llama.cpp copies straight from the page cache.
+            with _mapped_state(entry.path, entry.model_id) as payload:
+                engine.state_set(seq, payload)
+        else:
+            raise ValueError(f"state {entry.key} has neither memory nor file")
+        engine.seq_tokens[seq] = [int(t) for t in entry.tokens]
+        if self.learn_costs:
+            ms = (time.perf_counter() - t0) * 1000
+            self._estimator.observe_restore(len(entry.tokens), ms, from_disk=from_disk)
+        entry.last_used = time.time()
+        if entry.path is not None:
+            self._submit(_touch, entry.path)
+
+    def discard(self, key: str) -> bool:
+        """Forget the saved state `key` and delete its file; False if unknown."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return False
+            self._drop(entry)
+            return True
+
+    # ------------------------------------------------------------------ memory and eviction
+    def release_memory(self) -> int:
+        """Drop the in-memory copies of states that are safely on disk; returns bytes freed."""
+        self.flush()
+        freed = 0
+        with self._lock:
+            for e in self._entries.values():
+                if e.data is not None and e.path is not None:
+                    freed += len(e.data)
+                    e.data = None
+        return freed
+
+    def _enforce_bounds(self, model: str, costs: StoreCosts) -> None:
+        mine = [e for e in self._entries.values() if e.model_id == model]
+        for session in {e.session for e in mine}:
+            group = [e.info() for e in mine if e.session == session]
+            excess = len(group) - self.policy.max_per_session
+            for info in self.policy.eviction_order(group, costs)[: max(0, excess)]:
+                self._drop(self._entries[info.key])
+        resident = [e for e in self._entries.values() if e.data is not None]
+        total = sum(len(e.data) for e in resident if e.data is not None)
+        if total <= self.max_memory_bytes:
+            return
+        infos = [e.info() for e in resident if e.model_id == model]
+        for info in self.policy.eviction_order(infos, costs):
+            if total <= self.max_memory_bytes:
+                break
+            entry = self._entries[info.key]
+            if entry.data is None:
+                continue
+            size = len(entry.data)
+            if self.directory is None:
+                self._drop(entry)
+            elif entry.pending is not None and not entry.pending.done():
+                continue  # its file is still being written: the bytes stay for now
+            elif entry.path is None:
+                self._drop(entry)  # the write failed: nothing else holds this state
+            else:
+                entry.data = None
+            total -= size
+
+    def _drop(self, entry: _Entry) -> None:
+        self._entries.pop(entry.key, None)
+        entry.data = None
+        if self.directory is not None:
+            self._submit(_unlink, self.directory / f"{entry.key}{_SUFFIX}")
+
+    def _usable(self, model: str, n_ctx: int) -> Iterator[_Entry]:
+        for e in list(self._entries.values()):
+            if e.model_id == model and len(e.tokens) <= n_ctx:
+                yield e
+
+    def _model(self, engine: Engine) -> tuple[str, bool]:
+        key = os.fspath(engine.model_path)
+        found = self._models.get(key)
+        if found is None:
+            model = engine.model
+            recurrent = llama_cpp.llama_model_is_recurrent(
+                model
+            ) or llama_cpp.llama_model_is_hybrid(model)
+            found = (model_fingerprint(engine.model_path), not recurrent)
+            self._models[key] = found
+        return found
+
+    # ------------------------------------------------------------------ files
+    def _submit(self, fn: Callable[..., None], *args: object) -> Future[None]:
+        if self._writer is None:
+            self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolweave-states")
+        return self._writer.submit(fn, *args)
+
+    def _write_job(self, entry: _Entry, data: bytes) -> None:
+        if self.directory is None:
+            return
+        path = self.directory / f"{entry.key}{_SUFFIX}"
+        header = {
+            "version": 1,
+            "model_id": entry.model_id,
+            "session": entry.session,
+            "tokens": [int(t) for t in entry.tokens],
+            "n_bytes": len(data),
+        }
+        try:
+            size = _write_file(path, header, data)
+        except OSError as exc:
+            with self._lock:
+                self.write_errors.append(f"{path}: {exc}")
+            return
+        with self._lock:
+            if entry.key in self._entries:
+                entry.path = path
+                entry.file_bytes = size
+            else:  # dropped while being written
+                path.unlink(missing_ok=True)
+
+    def _scan(self) -> None:
+        if self.directory is None:
+            return
+        for path in sorted(self.directory.glob(f"*{_SUFFIX}")):
+            try:
+                header = _read_header(path)
+                tokens = np.asarray(header["tokens"], dtype=np.int32)
+                entry = _Entry(
+                    key=path.name[: -len(_SUFFIX)],
+                    model_id=str(header["model_id"]),
+                    tokens=tokens,
+                    session=str(header.get("session", "")),
+                    n_bytes=int(header["n_bytes"]),
+                    last_used=path.stat().st_mtime,
+                    path=path,
+                    file_bytes=path.stat().st_size,
+                )
+            except (OSError, ValueError, KeyError, TypeError):
+                continue  # not ours, or damaged: leave it alone
+            self._entries[entry.key] = entry
+
+
+def _key(model: str, tokens: Sequence[int]) -> str:
+    h = hashlib.sha256(model.encode())
+    h.update(np.asarray(tokens, dtype=np.int32).tobytes())
+    return h.hexdigest()[:24]
+
+
+def _write_file(path: Path, header: dict[str, object], payload: bytes) -> int:
+    head = json.dumps(header, separators=(",", ":")).encode()
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("wb") as fh:
+        fh.write(_HEADER.pack(_MAGIC, len(head)))
+        fh.write(head)
+        fh.write(payload)
+    os.replace(tmp, path)
+    return _HEADER.size + len(head) + len(payload)
+
+
+def _read_header(path: Path) -> dict[str, Any]:
+    with path.open("rb") as fh:
+        magic, n = _HEADER.unpack(fh.read(_HEADER.size))
+        if magic != _MAGIC:
+            raise ValueError(f"{path} is not a toolweave state file")
+        header = json.loads(fh.read(n))
+    if not isinstance(header, dict):
+        raise ValueError(f"{path}: malformed header")
+    return header
+
+
+@contextlib.contextmanager
+def _mapped_state(path: Path, model_id: str) -> Iterator[memoryview]:
+    """The payload of a state file as a writable copy-on-write mapping (no read, no copy)."""
+    with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY) as mm:
+        magic, n = _HEADER.unpack(mm[: _HEADER.size])
+        if magic != _MAGIC:
+            raise ValueError(f"{path} is not a toolweave state file")
+        header = json.loads(mm[_HEADER.size : _HEADER.size + n])
+        start = _HEADER.size + n
+        if not isinstance(header, dict) or header.get("model_id") != model_id:
+            raise ValueError(f"{path} belongs to another model")
+        if header.get("n_bytes") != len(mm) - start:
+            raise ValueError(f"{path}: truncated or malformed")
+        view = memoryview(mm)[start:]
+        try:
+            yield view
+        finally:
+            view.release()
+
+
+def _touch(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        os.utime(path)
+
+
+def _unlink(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.unlink(missing_ok=True)

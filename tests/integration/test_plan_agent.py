@@ -1,0 +1,130 @@
+"""The plan-out agent: Planner -> executor -> Arbiter, on the embedded model with a real
+MCP server, and on another LangChain chat model (a scripted fake at the LLM boundary)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage
+
+from toolweave.adapters.demo_servers import plan_examples
+from toolweave.adapters.langchain.chat_model import ChatToolweave
+from toolweave.adapters.langchain.plan_agent import PlanOutAgent
+from toolweave.adapters.mcp.client import MCPHub, demo_server_configs
+from toolweave.native.constraints import TokenMatcher, vocabulary_for
+from toolweave.native.decode.exspec import forget_acceptance
+from toolweave.plan.format import parse_plan
+from toolweave.plan.grammar import arbiter_grammar, plan_grammar
+from toolweave.plan.prompts import parse_arbiter
+
+
+@pytest.fixture(scope="module")
+def weather_hub(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    with MCPHub(demo_server_configs(tmp_path_factory.mktemp("state"), names=["weather"])) as hub:
+        yield hub
+
+
+def test_plan_grammar_accepts_the_demo_example_plans(engine: Any, tmp_path: Path) -> None:
+    with MCPHub(demo_server_configs(tmp_path)) as hub:  # every demo tool
+        specs = [t.spec for t in hub.tools]
+    grammar = plan_grammar(specs)
+    vocab = vocabulary_for(engine)
+    by_name = {s.name: s for s in specs}
+    for _, plan in plan_examples():
+        parse_plan(plan, by_name)  # the examples are valid plans
+        tokens = engine.tokenize(plan, parse_special=False)
+        assert TokenMatcher(vocab, grammar).accepts_prefix(tokens) == len(tokens), plan
+    reply = "Thought: done.\nAction: Finish(It is 6 degrees.)"
+    tokens = engine.tokenize(reply, parse_special=False)
+    assert TokenMatcher(vocab, arbiter_grammar()).accepts_prefix(tokens) == len(tokens)
+    assert parse_arbiter(reply).answer == "It is 6 degrees."
+    assert not parse_arbiter("Thought: no.\nAction: Replan").finish
+
+
+def test_pipeline_completes_a_multi_step_request_on_the_embedded_model(
+    weather_hub: MCPHub,
+) -> None:
+    events: list[tuple[str, dict[str, Any]]] = []
+    agent = PlanOutAgent(
+        ChatToolweave(max_tokens=256),
+        weather_hub.tools,
+        examples=plan_examples(),
+        observer=lambda kind, data: events.append((kind, dict(data))),
+    )
+    result = agent.run("What's the weather in London and in Paris right now?")
+    first = result.rounds[0]
+    assert first.run.error is None  # the grammar kept the plan well formed
+    cities = {r.arguments.get("city") for r in first.run.records}
+    assert {"London", "Paris"} <= cities and all(not r.failed for r in first.run.records)
+    assert result.finished and result.answer
+    kinds = [k for k, _ in events]
+    # Each task started while the Planner was still writing (before plan_done).
+    assert kinds.index("task_start") < kinds.index("plan_done")
+
+
+def test_pipeline_runs_on_any_langchain_chat_model(weather_hub: MCPHub) -> None:
+    plan = (
+        '1. current_weather(city="Stockholm")\n'
+        '2. distance(from_city="Stockholm", to_city="Rome")\n3. join()'
+    )
+    replies = iter(
+        [
+            AIMessage(plan),
+            AIMessage("Thought: enough.\nAction: Finish(Stockholm is cold and far from Rome.)"),
+        ]
+    )
+    model = GenericFakeChatModel(messages=replies)
+    result = PlanOutAgent(model, weather_hub.tools).run("Stockholm weather, and how far to Rome?")
+    assert result.answer == "Stockholm is cold and far from Rome."
+    records = result.rounds[0].run.records
+    assert [r.task.tool for r in records] == ["current_weather", "distance"]
+    assert json.loads(records[0].observation.text)["city"] == "Stockholm"
+
+
+def test_malformed_plan_becomes_an_observation_and_the_agent_replans(
+    weather_hub: MCPHub,
+) -> None:
+    replies = iter(
+        [
+            AIMessage("1. no_such_tool(x=1)\n2. join()"),
+            AIMessage("Thought: the plan failed.\nAction: Replan"),
+            AIMessage('1. geocode(city="Rome")\n2. join()'),
+            AIMessage("Thought: found it.\nAction: Finish(Rome is in Italy.)"),
+        ]
+    )
+    result = PlanOutAgent(GenericFakeChatModel(messages=replies), weather_hub.tools).run(
+        "Where is Rome?"
+    )
+    assert len(result.rounds) == 2 and result.finished
+    assert result.rounds[0].run.error is not None
+    assert "no_such_tool" in result.rounds[0].run.observations_text()
+    assert result.answer == "Rome is in Italy."
+
+
+def test_exspec_drafts_change_speed_not_the_planner_or_arbiter_output(
+    weather_hub: MCPHub,
+) -> None:
+    model = ChatToolweave(max_tokens=256)
+    agent = PlanOutAgent(model, weather_hub.tools, examples=plan_examples())
+    assert agent.planner_kwargs["exspec"] and agent.arbiter_kwargs["exspec"]
+    result = agent.run("What's the weather in Paris and the forecast for Rome?")
+    plain = ChatToolweave(max_tokens=256, reuse_prompt_cache=False)
+    accepted = 0
+    for r in result.rounds:
+        for msgs, bound in (
+            (r.planner_messages, agent.planner_kwargs),
+            (r.arbiter_messages, agent.arbiter_kwargs),
+        ):
+            # start from the prior each time: the runs before taught the engine their rates
+            forget_acceptance(plain.engine)
+            drafted = plain.bind(**bound).invoke(list(msgs))
+            greedy = plain.bind(grammar=bound["grammar"]).invoke(list(msgs))
+            assert drafted.content == greedy.content
+            stats = drafted.response_metadata["stats"]
+            assert greedy.response_metadata["stats"]["drafted_tokens"] == 0
+            accepted += stats["accepted_tokens"]
+    assert accepted > 0  # the examples' n-grams were drafted and the model agreed

@@ -1,0 +1,95 @@
+"""SchemaFill forecasts: BM25 tool ranking, the drafters, and verification on BFCL."""
+
+from __future__ import annotations
+
+import pytest
+
+from toolweave.drafting.forecast import CallForecast, ToolRanking, continuation, tool_document
+from toolweave.eval.bfcl import sample_cases
+from toolweave.native.caller import ToolCaller
+from toolweave.native.engine import Engine
+from toolweave.toolspec import ToolCall, ToolSpec
+
+
+def _tool(name: str, description: str, **props: str) -> ToolSpec:
+    return ToolSpec.from_dict(
+        {
+            "name": name,
+            "description": description,
+            "parameters": {
+                "type": "object",
+                "properties": {k: {"type": "string", "description": v} for k, v in props.items()},
+                "required": list(props),
+            },
+        }
+    )
+
+
+TOOLS = [
+    _tool("send_email", "Send an email message.", recipient="Address", body="Text"),
+    _tool("getCurrentWeather", "Current conditions.", city="The city, e.g. London"),
+    _tool("play_song", "Play a song by an artist.", artist="Who sings it"),
+]
+
+
+def test_tool_document_reads_identifiers_as_words() -> None:
+    doc = tool_document(TOOLS[1])
+    assert doc.startswith("get Current Weather Current conditions.")
+    assert "city" in doc and "London" in doc
+
+
+def test_bm25_ranks_the_tool_the_request_talks_about_first() -> None:
+    ranking = ToolRanking(TOOLS)
+    assert ranking.rank("What's the weather in London right now?")[0] == "getCurrentWeather"
+    assert ranking.rank("play something by the artist Adele")[0] == "play_song"
+    # no shared word: the catalogue order, deterministically
+    assert ranking.rank("zzz qqq") == [t.name for t in TOOLS]
+    assert ranking.rank("") == [t.name for t in TOOLS]
+
+
+def test_the_previous_calls_tool_comes_first() -> None:
+    forecast = CallForecast.for_request(ToolRanking(TOOLS), "the weather in Paris, please")
+    assert forecast.candidates([])[0] == "getCurrentWeather"
+    after = forecast.candidates([ToolCall("play_song", {"artist": "x"})])
+    assert after[0] == "play_song" and sorted(after) == sorted(t.name for t in TOOLS)
+    assert forecast.candidates([ToolCall("unknown", {})]) == list(forecast.ranking)
+
+
+def test_continuation_copies_what_followed_in_the_source() -> None:
+    request = "Play songs by Taylor Swift and by Ed Sheeran"
+    assert continuation([request], '{"artist":"Taylor').startswith(" Swift and")
+    assert continuation([request], "x by Ed", max_chars=4) == " She"  # longest match wins
+    assert continuation([request], "xyz") == ""
+    assert continuation([request], "an", min_match=3) == ""  # too short to trust
+
+
+@pytest.mark.parametrize("category", ["parallel", "parallel_multiple"])
+def test_forecasts_are_verified_so_lossless_still_equals_jump(
+    engine: Engine, category: str
+) -> None:
+    cases = sample_cases((category,), 4, seed=3)
+    accepted = 0
+    for case in cases:
+        request = [dict(m) for m in case.messages]
+        caller = ToolCaller(engine, case.tools, max_calls=None, max_tokens=160)
+        jump = caller.call(request, "jump")
+        lossless = caller.call(request, "lossless")
+        assert lossless.tokens == jump.tokens, (case.id, jump.text, lossless.text)
+        off = ToolCaller(engine, case.tools, max_calls=None, max_tokens=160, forecast=False)
+        assert off.call(request, "lossless").stats.forecast_drafted_tokens == 0
+        accepted += lossless.stats.forecast_accepted_tokens
+        assert lossless.stats.forecast_accepted_tokens <= lossless.stats.forecast_drafted_tokens
+    assert accepted > 0  # forecasts were drafted, verified and used
+
+
+def test_forecasts_copying_unicode_from_the_request_stay_exact(engine: Engine) -> None:
+    # A request token can end inside a character: the copy drafter must stop before it.
+    spec = _tool("save_note", "Save a note exactly as given.", text="The note")
+    caller = ToolCaller(engine, [spec], max_tokens=120)
+    for request in (
+        "Save the note '陌陌集团' (Hello Group) - a Chinese technology company",
+        "Save the note: Ünïcödé naïve café 東京は大きい, then 集团 again",
+    ):
+        jump = caller.call(request, "jump")
+        assert caller.call(request, "lossless").tokens == jump.tokens
+        assert caller.call(request, "fast").tokens == jump.tokens

@@ -1,0 +1,388 @@
+"""DAG executor: parallel start, $N substitution, error observations, streaming plans."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
+from time import perf_counter
+from typing import Any
+
+import anyio
+import pytest
+
+from toolweave.plan.executor import TaskEvent, execute_plan, execute_plan_text
+from toolweave.plan.format import PlanStreamParser, PlanTask, TaskRef, parse_plan
+from toolweave.tools import Tool, ToolResult
+from toolweave.toolspec import ToolSpec
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+class Catalogue:
+    """Real async tools built from Python functions, counting every call they get."""
+
+    def __init__(self) -> None:
+        self.tools: dict[str, Tool] = {}
+        self.calls: Counter[str] = Counter()
+        self.arguments: list[tuple[str, dict[str, Any]]] = []
+
+    def add(
+        self,
+        name: str,
+        properties: dict[str, Any],
+        function: Callable[..., Awaitable[Any]],
+        *,
+        required: list[str] | None = None,
+        read_only: bool = False,
+    ) -> None:
+        spec = ToolSpec.from_dict(
+            {
+                "name": name,
+                "parameters": {
+                    "type": "object",
+                    "properties": properties,
+                    "required": list(properties) if required is None else required,
+                },
+            }
+        ).with_read_only(read_only)
+
+        async def run(arguments: Any) -> ToolResult:
+            self.calls[name] += 1
+            self.arguments.append((name, dict(arguments)))
+            value = await function(**arguments)
+            if isinstance(value, ToolResult):
+                return value
+            return ToolResult(str(value), None if isinstance(value, str) else value)
+
+        self.tools[name] = Tool(spec, run)
+
+
+@pytest.fixture
+def catalogue() -> Catalogue:
+    cat = Catalogue()
+
+    async def nap(seconds: float) -> str:
+        await anyio.sleep(seconds)
+        return f"slept {seconds}"
+
+    async def capital(country: str) -> str:
+        return {"France": "Paris", "Italy": "Rome"}[country]
+
+    async def weather(city: str, unit: str = "celsius") -> str:
+        return f"18 degrees {unit} in {city}"
+
+    async def add(a: float, b: float) -> ToolResult:
+        return ToolResult(str(a + b), a + b)
+
+    async def echo(text: str) -> str:
+        return text
+
+    async def create_event(title: str) -> ToolResult:
+        return ToolResult(f"created {title}", {"id": 7, "title": title})
+
+    async def broken(text: str) -> str:
+        raise ConnectionError(f"server down while reading {text}")
+
+    async def refuse(text: str) -> ToolResult:
+        return ToolResult.error("permission denied")
+
+    async def hang(text: str) -> str:
+        await anyio.sleep(30)
+        return "never"
+
+    string = {"type": "string"}
+    number = {"type": "number"}
+    cat.add("nap", {"seconds": number}, nap, read_only=True)
+    cat.add("capital", {"country": string}, capital, read_only=True)
+    cat.add(
+        "weather",
+        {"city": string, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+        weather,
+        required=["city"],
+        read_only=True,
+    )
+    cat.add("add", {"a": number, "b": number}, add, read_only=True)
+    cat.add("echo", {"text": string}, echo, read_only=True)
+    cat.add("create_event", {"title": string}, create_event)
+    cat.add("broken", {"text": string}, broken)
+    cat.add("refuse", {"text": string}, refuse)
+    cat.add("hang", {"text": string}, hang)
+    return cat
+
+
+def specs(cat: Catalogue) -> dict[str, ToolSpec]:
+    return {name: tool.spec for name, tool in cat.tools.items()}
+
+
+async def test_independent_tasks_overlap_in_time(catalogue: Catalogue) -> None:
+    run = await execute_plan_text(
+        "1. nap(seconds=0.2)\n2. nap(seconds=0.2)\n3. join()", catalogue.tools
+    )
+    assert run.ok
+    first, second = run.records
+    span = max(first.finished, second.finished) - min(first.started, second.started)
+    assert first.finished - first.started >= 0.19
+    assert span < 0.35
+
+
+async def test_dependency_result_is_substituted_after_it_finishes(catalogue: Catalogue) -> None:
+    run = await execute_plan_text(
+        '1. capital(country="France")\n'
+        "2. weather(city=$1)\n"
+        '3. echo(text="Forecast for ${1}: $2")\n'
+        "4. join()",
+        catalogue.tools,
+    )
+    assert run.ok
+    assert run.record(2).arguments == {"city": "Paris"}
+    assert run.record(3).arguments == {"text": "Forecast for Paris: 18 degrees celsius in Paris"}
+    assert run.record(2).started >= run.record(1).finished
+    assert run.record(3).started >= run.record(2).finished
+
+
+async def test_whole_value_reference_gets_structured_content(catalogue: Catalogue) -> None:
+    run = await execute_plan_text(
+        '1. create_event(title="standup")\n2. add(a=2, b=3)\n3. add(a=$2, b=$2)\n'
+        '4. echo(text="event $1")\n5. join()',
+        catalogue.tools,
+    )
+    assert run.ok
+    assert run.record(3).arguments == {"a": 5, "b": 5}
+    assert run.record(3).observation.structured == 10
+    assert run.record(4).arguments == {"text": "event created standup"}  # strings get text
+
+
+async def test_text_result_is_read_as_json_when_the_schema_needs_a_number(
+    catalogue: Catalogue,
+) -> None:
+    async def count(text: str) -> ToolResult:
+        return ToolResult(str(len(text)))  # text only, no structured content
+
+    catalogue.add("count", {"text": {"type": "string"}}, count, read_only=True)
+    run = await execute_plan_text(
+        '1. count(text="four")\n2. add(a=$1, b=1)\n3. join()', catalogue.tools
+    )
+    assert run.ok
+    assert run.record(2).arguments == {"a": 4, "b": 1}
+
+
+async def test_call_invalid_after_substitution_is_an_error_and_not_run(
+    catalogue: Catalogue,
+) -> None:
+    run = await execute_plan_text(
+        '1. echo(text="abc")\n2. add(a=$1, b=1)\n3. echo(text="$2")\n4. join()',
+        catalogue.tools,
+    )
+    second = run.record(2)
+    assert second.failed and not second.ran
+    assert "invalid arguments" in second.observation.text
+    assert catalogue.calls["add"] == 0
+    assert not run.record(3).ran and catalogue.calls["echo"] == 1
+
+
+@pytest.mark.parametrize(
+    ("tool", "message"),
+    [
+        ("broken", "broken raised ConnectionError: server down while reading x"),
+        ("refuse", "permission denied"),
+        ("hang", "hang timed out after 0.2 s"),
+    ],
+)
+async def test_tool_failure_becomes_an_error_observation_and_dependents_do_not_run(
+    catalogue: Catalogue, tool: str, message: str
+) -> None:
+    start = perf_counter()
+    run = await execute_plan_text(
+        f'1. {tool}(text="x")\n2. echo(text=$1)\n3. echo(text="then $2")\n'
+        '4. echo(text="independent")\n5. join()',
+        catalogue.tools,
+        timeout=0.2,
+    )
+    assert perf_counter() - start < 2
+    failed = run.record(1)
+    assert failed.failed and failed.ran and failed.observation.text == message
+    for index in (2, 3):
+        record = run.record(index)
+        assert record.failed and not record.ran
+        assert (
+            f"task {index - 1}" in record.observation.text and "failed" in record.observation.text
+        )
+    assert run.record(4).observation.text == "independent"
+    assert catalogue.calls["echo"] == 1  # only the independent task ran
+    assert not run.ok
+
+
+async def test_tool_returning_something_else_and_unknown_tool_are_errors(
+    catalogue: Catalogue,
+) -> None:
+    async def odd(arguments: Any) -> Any:
+        return "not a ToolResult"
+
+    spec = ToolSpec.from_dict({"name": "odd"})
+    tools = {**catalogue.tools, "odd": Tool(spec, odd)}
+    plan = parse_plan("1. odd()\n2. join()", {"odd": spec})
+    ghost = PlanTask(2, "ghost", {})
+    run = await execute_plan(replace(plan, tasks=(*plan.tasks, ghost)), tools)
+    assert "returned str instead of a ToolResult" in run.record(1).observation.text
+    assert "unknown tool 'ghost'" in run.record(2).observation.text
+
+
+async def test_non_read_only_tool_runs_once_however_many_tasks_use_it(
+    catalogue: Catalogue,
+) -> None:
+    run = await execute_plan_text(
+        '1. create_event(title="review")\n2. echo(text="$1")\n3. echo(text="again $1")\n4. join()',
+        catalogue.tools,
+    )
+    assert run.ok
+    assert catalogue.calls["create_event"] == 1
+
+
+async def stream(*items: PlanTask | float) -> AsyncIterator[PlanTask]:
+    """Yield tasks, sleeping for each float in between."""
+    for item in items:
+        if isinstance(item, PlanTask):
+            yield item
+        else:
+            await anyio.sleep(item)
+
+
+async def test_provisional_read_only_call_is_replaced_by_the_final_version(
+    catalogue: Catalogue,
+) -> None:
+    early = PlanTask(1, "weather", {"city": "Oslo"}, provisional=True)
+    final = PlanTask(1, "weather", {"city": "Oslo", "unit": "fahrenheit"})
+    then = PlanTask(2, "echo", {"text": "$1"}, (1,))
+    run = await execute_plan(stream(early, 0.05, final, then), catalogue.tools)
+    assert catalogue.calls["weather"] == 2  # started early, then run again with the final call
+    assert run.record(1).task == final
+    assert run.record(2).arguments == {"text": "18 degrees fahrenheit in Oslo"}
+
+
+async def test_provisional_call_of_a_tool_that_is_not_read_only_waits_for_its_final_version(
+    catalogue: Catalogue,
+) -> None:
+    early = PlanTask(1, "create_event", {"title": "draft"}, provisional=True)
+    final = PlanTask(1, "create_event", {"title": "final"})
+    run = await execute_plan(stream(early, 0.1, final), catalogue.tools)
+    assert catalogue.arguments == [("create_event", {"title": "final"})]
+
+    # A provisional version left standing when the stream ends is the final one.
+    catalogue.arguments.clear()
+    run = await execute_plan(stream(early, 0.05), catalogue.tools)
+    assert catalogue.arguments == [("create_event", {"title": "draft"})]
+    assert run.ok
+
+
+async def test_started_tool_that_is_not_read_only_is_never_run_twice(
+    catalogue: Catalogue,
+) -> None:
+    first = PlanTask(1, "create_event", {"title": "a"})
+    changed = PlanTask(1, "create_event", {"title": "b"})
+    run = await execute_plan(stream(first, 0.05, changed, first), catalogue.tools)
+    assert catalogue.calls["create_event"] == 1
+    assert run.record(1).arguments == {"title": "a"}
+    assert len(run.notes) == 1 and "never run twice" in run.notes[0]
+    assert "Note: task 1 (create_event) changed" in run.observations_text()
+
+
+async def test_tasks_start_while_the_plan_is_still_streaming(catalogue: Catalogue) -> None:
+    lines = ["Thought: nap first\n1. nap(seconds=0.05)\n", "2. echo(text=$1)\n", "3. join()"]
+    yielded: dict[str, float] = {}
+
+    async def deltas() -> AsyncIterator[str]:
+        for number, line in enumerate(lines):
+            for start in range(0, len(line), 5):
+                yield line[start : start + 5]
+                await anyio.sleep(0.01)
+            yielded[f"line {number + 1}"] = perf_counter()
+        yielded["end"] = perf_counter()
+
+    parser = PlanStreamParser(specs(catalogue))
+    run = await execute_plan(parser.iter_tasks(deltas()), catalogue.tools)
+    assert run.ok and parser.plan is not None and parser.plan.joined
+    first = run.record(1)
+    assert first.started < yielded["line 2"] < yielded["end"]
+    assert run.record(2).started < yielded["end"]
+    assert run.record(2).arguments == {"text": "slept 0.05"}
+
+
+async def test_plan_error_mid_stream_keeps_the_tasks_read_before_it(catalogue: Catalogue) -> None:
+    async def deltas() -> AsyncIterator[str]:
+        yield '1. echo(text="hi")\n'
+        await anyio.sleep(0.01)
+        yield "2. echo(text=$3)\n3. join()"
+
+    parser = PlanStreamParser(specs(catalogue))
+    run = await execute_plan(parser.iter_tasks(deltas()), catalogue.tools)
+    assert run.error is not None and run.error.line == 2
+    assert [record.task.index for record in run.records] == [1]
+    assert run.record(1).observation.text == "hi"
+    assert not run.ok
+
+
+async def test_malformed_plan_text_gives_one_error_observation(catalogue: Catalogue) -> None:
+    run = await execute_plan_text('1. echo(text=$2)\n2. echo(text="x")', catalogue.tools)
+    assert run.records == () and run.error is not None and run.error.line == 1
+    text = run.observations_text()
+    assert text.startswith("Plan error: plan line 1 ('1. echo(text=$2)'): $2 is the result")
+    assert sum(catalogue.calls.values()) == 0
+
+
+async def test_a_failing_producer_propagates_unwrapped(catalogue: Catalogue) -> None:
+    async def tasks() -> AsyncIterator[PlanTask]:
+        yield PlanTask(1, "nap", {"seconds": 5})
+        raise RuntimeError("the model crashed")
+
+    with pytest.raises(RuntimeError, match="the model crashed"):
+        await execute_plan(tasks(), catalogue.tools)
+
+
+async def test_events_and_observations_text(catalogue: Catalogue) -> None:
+    events: list[TaskEvent] = []
+    plan = (
+        "Thought: find the city\n"
+        '1. capital(country="Italy")\n'
+        "2. weather(city=$1)\n"
+        '3. broken(text="$2")\n'
+        "4. echo(text=$3)\n"
+        "5. join()"
+    )
+    run = await execute_plan_text(plan, catalogue.tools, on_event=events.append)
+    assert [(event.kind, event.task.index) for event in events] == [
+        ("started", 1),
+        ("finished", 1),
+        ("started", 2),
+        ("finished", 2),
+        ("started", 3),
+        ("finished", 3),
+        ("finished", 4),  # not run: no start
+    ]
+    assert [event.record for event in events if event.kind == "finished"] == list(run.records)
+    assert run.observations_text() == (
+        "Thought: find the city\n"
+        '1. capital(country="Italy")\n'
+        "Observation: Rome\n"
+        '2. weather(city="Rome")\n'
+        "Observation: 18 degrees celsius in Rome\n"
+        '3. broken(text="18 degrees celsius in Rome")\n'
+        "Observation: Error: broken raised ConnectionError: server down while reading "
+        "18 degrees celsius in Rome\n"
+        "4. echo(text=$3)\n"
+        "Observation: Error: not run: it uses $3, and task 3 (broken) failed"
+    )
+
+
+async def test_references_in_a_hand_built_plan_are_checked_at_run_time(
+    catalogue: Catalogue,
+) -> None:
+    plan = parse_plan('1. echo(text="a")\n2. join()', specs(catalogue))
+    dangling = PlanTask(2, "echo", {"text": TaskRef(5)}, (5,))
+    run = await execute_plan(replace(plan, tasks=(*plan.tasks, dangling)), catalogue.tools)
+    assert "there is no task 5" in run.record(2).observation.text

@@ -1,0 +1,214 @@
+"""Read-only classification: measured on a hand-labeled set, and its order of evidence."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolweave.adapters.cli.app import main
+from toolweave.errors import ToolSpecError
+from toolweave.readonly import ReadOnlyDecision, classify_tool, classify_tools, with_read_only
+from toolweave.toolspec import ToolSpec, load_tools_file
+
+ROOT = Path(__file__).resolve().parents[2]
+LABELED = Path(__file__).resolve().parents[1] / "data" / "readonly_labeled.json"
+ASSISTANT_TOOLS = ROOT / "examples" / "tools" / "assistant_tools.json"
+
+
+def spec(
+    name: str, description: str = "", annotations: Mapping[str, Any] | None = None
+) -> ToolSpec:
+    return ToolSpec.from_dict(
+        {"name": name, "description": description, "annotations": dict(annotations or {})}
+    )
+
+
+# ---------------------------------------------------------------------- labeled set
+def test_labeled_set_precision_is_perfect_and_recall_high() -> None:
+    labels = {t["name"]: t["read_only"] for t in json.loads(LABELED.read_text(encoding="utf-8"))}
+    specs = load_tools_file(LABELED)
+    assert len(specs) >= 90 and not any(s.annotations for s in specs)
+    decisions = classify_tools(specs)
+    predicted = {d.name for d in decisions if d.read_only}
+    actual = {name for name, ro in labels.items() if ro}
+    tp, fp, fn = len(predicted & actual), len(predicted - actual), len(actual - predicted)
+    precision, recall = tp / (tp + fp), tp / (tp + fn)
+    print(
+        f"\nread-only on {len(specs)} labeled tools ({len(actual)} read-only): "
+        f"precision {precision:.3f}, recall {recall:.3f} (TP {tp}, FP {fp}, FN {fn}); "
+        f"missed: {', '.join(sorted(actual - predicted))}"
+    )
+    assert predicted - actual == set(), "tools wrongly called read-only"
+    assert recall >= 0.8
+
+
+def test_every_decision_has_a_reason_and_a_known_source() -> None:
+    sources = {"override", "annotations", "name", "description", "name+description", "default"}
+    specs = load_tools_file(LABELED) + load_tools_file(ASSISTANT_TOOLS)
+    for d in classify_tools(specs):
+        assert d.source in sources
+        assert d.reason.strip(), d
+
+
+# ---------------------------------------------------------------------- order of evidence
+def test_read_only_hint_decides_over_the_name() -> None:
+    d = classify_tool(spec("delete_cache_entry", "Delete an entry.", {"readOnlyHint": True}))
+    assert (d.read_only, d.source) == (True, "annotations")
+    d = classify_tool(spec("get_weather", "Get the weather.", {"readOnlyHint": False}))
+    assert (d.read_only, d.source) == (False, "annotations")
+
+
+def test_snake_case_hint_is_accepted() -> None:
+    d = classify_tool(spec("purge_queue", "Purge a queue.", {"read_only_hint": True}))
+    assert (d.read_only, d.source) == (True, "annotations")
+    assert "read_only_hint" in d.reason
+
+
+def test_destructive_hint_without_read_only_hint_means_not_read_only() -> None:
+    d = classify_tool(spec("get_report", "Get the report.", {"destructiveHint": True}))
+    assert (d.read_only, d.source) == (False, "annotations")
+    # An explicit readOnlyHint wins: MCP ignores destructiveHint for read-only tools.
+    d = classify_tool(spec("get_report", "", {"readOnlyHint": True, "destructiveHint": True}))
+    assert d.read_only is True
+
+
+def test_annotations_without_hints_fall_through_to_words() -> None:
+    d = classify_tool(spec("list_users", "List users.", {"title": "Users", "openWorldHint": True}))
+    assert (d.read_only, d.source) == (True, "name+description")
+
+
+def test_overrides_win_over_annotations_and_words() -> None:
+    tools = [spec("send_email", "Send an email."), spec("get_time", "", {"readOnlyHint": True})]
+    decisions = classify_tools(tools, {"send_email": True, "get_time": False})
+    assert [(d.read_only, d.source) for d in decisions] == [(True, "override"), (False, "override")]
+
+
+def test_unknown_override_names_raise_and_are_listed() -> None:
+    with pytest.raises(ToolSpecError, match="get_tiem, sned_email"):
+        classify_tools([spec("get_time")], {"sned_email": False, "get_tiem": True})
+
+
+def test_with_read_only_returns_copies() -> None:
+    tools = [spec("get_time", "Get the time."), spec("send_email", "Send an email.")]
+    marked = with_read_only(tools, {"send_email": False})
+    assert [t.read_only for t in marked] == [True, False]
+    assert [t.read_only for t in tools] == [None, None]
+    assert marked[0].name == "get_time" and marked[0].description == "Get the time."
+
+
+def test_to_dict_is_the_cli_row() -> None:
+    d = ReadOnlyDecision("get_time", True, "name", "name has 'get'")
+    assert d.to_dict() == {
+        "name": "get_time",
+        "read_only": True,
+        "source": "name",
+        "reason": "name has 'get'",
+    }
+
+
+# ---------------------------------------------------------------------- words
+@pytest.mark.parametrize(
+    ("name", "description", "source"),
+    [
+        ("list_regions", "", "name"),
+        ("weather_now", "Returns the current weather.", "description"),
+        ("github.list_issues", "List issues of a repository.", "name+description"),
+        ("getPullRequestReviews", "", "name"),
+        ("preview_send", "Render the email as it would be sent, without sending it.", None),
+        ("dry-run-deploy", "Show what would be deployed; nothing is deployed.", None),
+    ],
+)
+def test_read_only_words(name: str, description: str, source: str | None) -> None:
+    d = classify_tool(spec(name, description))
+    assert d.read_only is True, d
+    assert source is None or d.source == source
+
+
+@pytest.mark.parametrize(
+    ("name", "description", "evidence"),
+    [
+        ("get_or_create_user", "", "create"),
+        ("fetch_and_mark_read", "", "mark"),
+        ("check_in_flight", "", "check in"),
+        ("github.createIssue", "", "create"),
+        ("get_messages", "Get new messages and mark them as read.", "mark"),
+        ("get_user", "Return a user; creates it if missing.", "creates"),
+        ("fetch_jobs", "Fetch jobs. Fetched jobs are removed from the queue.", "removed"),
+        ("preview_deployment", "Deploy the branch to a preview URL.", "deploy"),
+        ("run_query", "Run a SQL query.", "run"),
+        ("preview_and_send", "", "send"),
+        ("get_draft", "Get a draft; the draft is not sent but is deleted.", "deleted"),
+    ],
+)
+def test_side_effects_beat_read_words(name: str, description: str, evidence: str) -> None:
+    d = classify_tool(spec(name, description))
+    assert d.read_only is False, d
+    assert f"'{evidence}'" in d.reason and "side effect" in d.reason
+
+
+def test_side_effect_nouns_are_not_verbs() -> None:
+    # "order", "commit" and "restarts" are nouns here; "cancelled" describes the flight.
+    for name, description in [
+        ("get_order_status", "Get the status of an order."),
+        ("git_log", "Shows the commit logs"),
+        ("list_pods", "List pods with their phase, restarts and age."),
+        ("check_flight_status", "Check whether a flight is on time, delayed or cancelled."),
+    ]:
+        assert classify_tool(spec(name, description)).read_only is True, name
+
+
+def test_unsure_means_not_read_only() -> None:
+    for tool in [spec("weather"), spec("thermostat", "The living room thermostat.")]:
+        d = classify_tool(tool)
+        assert (d.read_only, d.source) == (False, "default")
+        assert d.reason.startswith("unsure")
+
+
+# ---------------------------------------------------------------------- CLI
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return int(exit_info.value.code or 0), out, err
+
+
+def test_cli_json_matches_the_library(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(
+        capsys, "classify", "--tools", ASSISTANT_TOOLS, "--json", "--override", "play_music=true"
+    )
+    assert code == 0, err
+    rows = json.loads(out)
+    expected = classify_tools(load_tools_file(ASSISTANT_TOOLS), {"play_music": True})
+    assert rows == [d.to_dict() for d in expected]
+    by_name = {r["name"]: r for r in rows}
+    assert by_name["play_music"]["source"] == "override"
+    assert by_name["get_current_weather"]["read_only"] is True
+    assert by_name["create_note"]["read_only"] is False
+
+
+def test_cli_table(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "classify", "--tools", ASSISTANT_TOOLS)
+    assert code == 0
+    assert "create_note" in out and "annotations" in out and "yes" in out and "no" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--tools", "missing.json"], "does not exist"),
+        (["--tools", ASSISTANT_TOOLS, "--override", "play_music"], "NAME=true"),
+        (["--tools", ASSISTANT_TOOLS, "--override", "play_music=maybe"], "NAME=true"),
+        (["--tools", ASSISTANT_TOOLS, "--override", "no_such_tool=true"], "no_such_tool"),
+    ],
+)
+def test_cli_bad_input_exits_2_with_one_line(
+    capsys: pytest.CaptureFixture[str], args: list[str | Path], message: str
+) -> None:
+    code, out, err = run_cli(capsys, "classify", *args)
+    assert code == 2 and out == ""
+    assert err.startswith("toolweave: error: ") and err.count("\n") == 1
+    assert message in err

@@ -1,0 +1,1 @@
+"""Draft sources for verified speculation: n-gram tables (ExSpec), call forecasts, acceptance."""

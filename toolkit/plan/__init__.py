@@ -1,0 +1,1 @@
+"""Plan-out (LLMCompiler) plans: their text format, grammars, prompts and the DAG executor."""

@@ -1,0 +1,1 @@
+"""Prompts: chat-template rendering, ToolRAG selection, PromptWeaver's cacheable layout."""
