@@ -18,8 +18,7 @@ import argparse
 import json
 from pathlib import Path
 
-from toolweave import CallResult, load_tools_file, resolve_model
-from toolweave.native import Engine, ToolCaller
+from toolweave import CallResult, Engine, ToolCaller, load_tools_file, resolve_model
 
 TOOLS = Path(__file__).resolve().parent / "tools" / "assistant_tools.json"
 MODES = ("constrained", "jump", "fast", "lossless")

@@ -25,7 +25,7 @@ import numpy as np
 
 from toolweave import ToolCall, load_tools_file, resolve_model
 from toolweave.eval.serving_trace import DEFAULT_RULES, AgentAction, tool_catalogue
-from toolweave.native import BatchToken, Engine
+from toolweave.native.engine import BatchToken, Engine
 from toolweave.native.states.store import StateStore
 from toolweave.prompting.chat_template import render_chat
 

@@ -1,20 +1,8 @@
-"""The llama.cpp side of toolweave: the only package that imports `llama_cpp`."""
+"""The llama.cpp side of toolweave: the only package that imports `llama_cpp`.
 
-from toolweave.native.calibration import CostTable, measure_costs
-from toolweave.native.caller import ToolCaller
-from toolweave.native.constraints import TokenMatcher, Vocabulary, vocabulary_for
-from toolweave.native.engine import BatchToken, Engine, EngineCounters
-from toolweave.results import CallEvent
-
-__all__ = [
-    "BatchToken",
-    "CallEvent",
-    "CostTable",
-    "Engine",
-    "EngineCounters",
-    "TokenMatcher",
-    "ToolCaller",
-    "Vocabulary",
-    "measure_costs",
-    "vocabulary_for",
-]
+`engine` wraps one model and one multi-sequence context; `constraints` holds the
+llguidance token matcher; `calibration` measures what a pass costs; `caller` answers
+requests with tool calls through the decoders of `decode/`; `states/` keeps KV states;
+`baselines/` are what the benchmarks compare against. Public names are imported from
+`toolweave` itself.
+"""

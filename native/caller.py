@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING
 
 from toolweave.drafting.forecast import CallForecast, ToolRanking
 from toolweave.errors import CallFormatError, ConstraintError, ToolSpecError
+from toolweave.events import CallEvent
 from toolweave.formats import CallFormat, format_for_chat_template, get_format
 from toolweave.grammar.call import call_grammar, value_grammar
+from toolweave.modes import check_mode
 from toolweave.native.calibration import CostTable, engine_costs, engine_rates
 from toolweave.native.constraints import TokenMatcher, vocabulary_for
 from toolweave.native.decode.response import ResponseDecoder
@@ -23,7 +25,7 @@ from toolweave.native.decode.values import parallel_pays
 from toolweave.native.engine import Engine
 from toolweave.native.states.prefill import prefill_prompt
 from toolweave.prompting.chat_template import Message, render_chat, tool_messages
-from toolweave.results import MODES, CallEvent, CallResult, CallStats, InvalidCall
+from toolweave.results import CallResult, CallStats, InvalidCall
 from toolweave.toolspec import ToolCall, ToolSpec
 
 if TYPE_CHECKING:
@@ -131,8 +133,7 @@ class ToolCaller:
         self, request: str | Sequence[Message], mode: str = "constrained"
     ) -> Iterator[CallEvent]:
         """Decode `request`, yielding events as they happen; the last one is 'done'."""
-        if mode not in MODES:
-            raise ConstraintError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+        mode = check_mode(mode)
         if mode == "grammar":
             from toolweave.native.baselines.grammar import GrammarBaseline
 

@@ -47,7 +47,7 @@ class StoreCosts:
 
     ``pass_ms`` is the fixed cost of one more forward pass (what a 1-token pass costs
     beyond one token of prefill); state costs are per token of the saved sequence.
-    The defaults are SmolLM2-135M on a 2-core CPU (DESIGN.md); measure your own.
+    The defaults are SmolLM2-135M on a 2-core CPU (docs/architecture.md); measure your own.
     """
 
     prefill_ms_per_token: float = 2.5

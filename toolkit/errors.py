@@ -4,6 +4,7 @@
     ├── ToolSpecError          a tool definition is invalid (schema, duplicate name, ...)
     ├── CallFormatError        text that should be a tool call does not parse
     ├── ModelError             the model file is missing or llama.cpp cannot load it
+    ├── ModeError              a decoding mode name that does not exist (also a ValueError)
     ├── ConstraintError        a grammar cannot be built or a token was rejected
     ├── ToolServerError        a tool server cannot be started, crashed, hung or broke protocol
     └── EngineError            the llama.cpp engine refused an operation
@@ -24,6 +25,7 @@ __all__ = [
     "ContextFullError",
     "DecodeError",
     "EngineError",
+    "ModeError",
     "ModelError",
     "SequenceError",
     "ToolServerError",
@@ -52,6 +54,10 @@ class CallFormatError(ToolweaveError, ValueError):
 
 class ModelError(ToolweaveError):
     """The model file is missing, unreadable, or llama.cpp failed to load it."""
+
+
+class ModeError(ToolweaveError, ValueError):
+    """A decoding mode that does not exist, or that this entry point does not offer."""
 
 
 class ConstraintError(ToolweaveError):

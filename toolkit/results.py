@@ -8,10 +8,7 @@ from typing import Any
 
 from toolweave.toolspec import ToolCall
 
-__all__ = ["MODES", "CallEvent", "CallResult", "CallStats", "InvalidCall"]
-
-#: Every decoding mode, one name each everywhere (DESIGN.md).
-MODES = ("grammar", "constrained", "jump", "fast", "lossless")
+__all__ = ["CallResult", "CallStats", "InvalidCall"]
 
 
 @dataclass(frozen=True)
@@ -71,7 +68,7 @@ class CallResult:
     finish_reason: str = "stop"
 
     def to_json(self) -> dict[str, Any]:
-        """The shape `toolweave call --json` prints (DESIGN.md)."""
+        """The shape `toolweave call --json` prints."""
         return {
             "mode": self.mode,
             "calls": [c.to_dict() for c in self.calls],
@@ -81,21 +78,3 @@ class CallResult:
             "finish_reason": self.finish_reason,
             "stats": self.stats.to_dict(),
         }
-
-
-@dataclass(frozen=True)
-class CallEvent:
-    """Something that happened while answering, `t_ms` after decoding started.
-
-    `kind` is one of 'tokens' (tokens appended; `decoded` False when prefilled), 'name'
-    (the tool is decided), 'provisional' (a read-only call with its required arguments),
-    'call' (a final call) and 'done' (the last event, carrying the `result`).
-    """
-
-    kind: str
-    t_ms: float
-    tokens: tuple[int, ...] = ()
-    decoded: bool = True
-    call: ToolCall | None = None
-    name: str | None = None
-    result: CallResult | None = None

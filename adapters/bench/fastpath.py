@@ -29,12 +29,13 @@ from toolweave.eval.bfcl import BfclCase, sample_cases
 from toolweave.eval.modebench import geomean
 from toolweave.eval.scoring import match_calls
 from toolweave.models import MODELS, resolve_model
+from toolweave.modes import MODES
 from toolweave.native.baselines.grammar import GrammarBaseline
 from toolweave.native.calibration import CostTable, engine_costs
 from toolweave.native.caller import ToolCaller
 from toolweave.native.engine import Engine
 from toolweave.native.states.idle import peak_resident_bytes, reset_peak_resident, resident_bytes
-from toolweave.results import MODES, CallResult
+from toolweave.results import CallResult
 
 __all__ = ["CATEGORIES", "bench_fastpath"]
 

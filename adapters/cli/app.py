@@ -29,12 +29,13 @@ from toolweave.adapters.bench.serving import bench_serving
 from toolweave.adapters.bench.suites import bench_all
 from toolweave.adapters.cli.classify import classify
 from toolweave.adapters.cli.run import run
-from toolweave.errors import ConstraintError, ToolweaveError
+from toolweave.errors import ToolweaveError
 from toolweave.formats import FORMATS, get_format
 from toolweave.models import MODELS, resolve_model
+from toolweave.modes import MODES, check_mode
 from toolweave.native.caller import ToolCaller
 from toolweave.native.engine import Engine
-from toolweave.results import MODES, CallResult
+from toolweave.results import CallResult
 from toolweave.toolspec import ToolCall, ToolSpec, load_tools_file
 
 __all__ = ["app", "main", "open_engine"]
@@ -109,8 +110,7 @@ def call(
 def _check_call_inputs(tools: Path, mode: str, fmt: str | None) -> tuple[ToolSpec, ...]:
     """Everything checkable before the model loads, so bad input fails fast."""
     specs = load_tools_file(tools)
-    if mode not in MODES:
-        raise ConstraintError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+    check_mode(mode)
     if fmt is not None:
         get_format(fmt)
     return specs

@@ -51,16 +51,18 @@ from toolweave.adapters.langchain.stream import CallStreamer
 from toolweave.adapters.langchain.structured import structured_output_runnable
 from toolweave.adapters.langchain.tools import annotations_from_langchain
 from toolweave.errors import ToolSpecError, ToolweaveError
+from toolweave.events import CallEvent
 from toolweave.formats import format_for_chat_template
 from toolweave.grammar.call import arguments_schema
 from toolweave.models import resolve_model
+from toolweave.modes import MODES, check_mode
 from toolweave.native.caller import ToolCaller
 from toolweave.native.decode.exspec import exspec_table, generate_with_exspec
 from toolweave.native.decode.text import first_token, generate_text
 from toolweave.native.engine import Engine
 from toolweave.prompting.chat_template import render_chat
 from toolweave.readonly import with_read_only
-from toolweave.results import MODES, CallEvent, CallResult
+from toolweave.results import CallResult
 from toolweave.toolspec import ToolSpec
 
 __all__ = ["ChatToolweave"]
@@ -130,10 +132,7 @@ class ChatToolweave(BaseChatModel):
     _callers_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     def model_post_init(self, context: Any, /) -> None:
-        if self.mode not in MODES or self.mode == "grammar":
-            raise ValueError(
-                f"mode must be one of constrained, jump, fast, lossless: {self.mode!r}"
-            )
+        check_mode(self.mode, offered=[m for m in MODES if m != "grammar"])
         if self.temperature:
             raise ValueError("ChatToolweave decodes greedily: temperature must be 0")
         if self.max_tokens < 1:

@@ -18,8 +18,8 @@ from langchain_core.messages import AIMessageChunk
 from langchain_core.messages.tool import ToolCallChunk
 
 from toolweave.adapters.langchain.messages import call_id
+from toolweave.events import CallEvent
 from toolweave.grammar.call import JSON_LAYOUTS
-from toolweave.results import CallEvent
 
 if TYPE_CHECKING:
     from toolweave.adapters.langchain.provisional import ProvisionalRunner

@@ -17,7 +17,7 @@ right far less often.
 Output is token-for-token that of `generate_text` with the same grammar (or none): the
 engine is batch-invariant by default, so a verification row equals the serial step's
 logits, and under a grammar each row's choice is the constrained greedy token. With
-`jump` the tokens a grammar forces are prefilled in one pass (DESIGN.md `jump`).
+`jump` the tokens a grammar forces are prefilled in one pass (as in the `jump` mode).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from toolweave.drafting.ngram import AcceptanceRate, NgramTable, draft_length
+from toolweave.events import CallEvent
 from toolweave.native.calibration import (
     CostTable,
     engine_costs,
@@ -40,7 +41,6 @@ from toolweave.native.constraints import TokenMatcher, vocabulary_for
 from toolweave.native.decode.text import _stop_at, greedy_token, text_done  # shared rules
 from toolweave.native.engine import BatchToken, Engine
 from toolweave.native.states.prefill import prefill_prompt
-from toolweave.results import CallEvent
 
 __all__ = [  # engine_costs, forget_acceptance: re-exports
     "engine_costs",
@@ -81,8 +81,8 @@ def generate_with_exspec(
     `generate_text`'s with the same `grammar` (llguidance Lark, optional): a drafted
     token is accepted only where it is the constrained greedy choice. `table=None`
     drafts nothing. `jump=True` (needs a grammar) also prefills the tokens the grammar
-    forces, canonically tokenized, in one pass instead of decoding them (DESIGN.md
-    `jump`): faster, but no longer token-for-token equal to serial decoding.
+    forces, canonically tokenized, in one pass instead of decoding them (the
+    `jump` mode): faster, but no longer token-for-token equal to serial decoding.
 
     Stats add `drafted_tokens` (tokens sent for verification), `accepted_tokens` (those
     matching the greedy choice) and count forced tokens in `prefill_tokens`. `costs`

@@ -12,7 +12,7 @@ One greedy loop under the shared call grammar, with what each mode adds:
   prefix; the longest prefix that `jump` itself would have written is committed, the
   model's own token is taken at the first mismatch, and drafting resumes at the next
   argument key. Its tokens equal `jump`'s wherever a batched pass computes the same
-  logits as a serial one (bit-identical on SmolLM2 Q4_1 here; see tests and DESIGN.md).
+  logits as a serial one (bit-identical on SmolLM2 Q4_1 on one thread; see docs/architecture.md).
 - Forecasts (`fast` and `lossless`, SchemaFill): where the model has a free choice and no
   value draft applies, a draft of what comes next is verified the same way: the opening
   of the next call for the tool `toolweave.drafting.forecast.CallForecast` ranks first, or the
@@ -39,12 +39,12 @@ from numpy.typing import NDArray
 from toolweave.drafting.forecast import CallForecast, continuation
 from toolweave.drafting.ngram import AcceptanceRate, draft_length
 from toolweave.errors import CallFormatError
+from toolweave.events import CallEvent
 from toolweave.formats import CallFormat
 from toolweave.native.calibration import CostTable
 from toolweave.native.constraints import TokenMatcher, Vocabulary
 from toolweave.native.decode.values import draft_values
 from toolweave.native.engine import BatchToken, Engine
-from toolweave.results import CallEvent
 from toolweave.toolspec import ToolCall, ToolSpec
 
 __all__ = ["DecodeTotals", "ResponseDecoder"]

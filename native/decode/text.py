@@ -15,10 +15,11 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
+from toolweave.events import CallEvent
 from toolweave.native.constraints import TokenMatcher, vocabulary_for
 from toolweave.native.engine import BatchToken, Engine
 from toolweave.native.states.prefill import PromptPrefill, prefill_prompt
-from toolweave.results import CallEvent, CallResult, CallStats
+from toolweave.results import CallResult, CallStats
 
 __all__ = ["first_token", "generate_text"]
 

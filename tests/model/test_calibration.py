@@ -30,7 +30,7 @@ def quick_table(cal_engine: Engine) -> CostTable:
 
 
 def table(**changes: Any) -> CostTable:
-    """A hand-written table with SmolLM2-like numbers (DESIGN.md)."""
+    """A hand-written table with SmolLM2-like numbers (docs/architecture.md)."""
     base = CostTable(
         model="test",
         n_threads=2,

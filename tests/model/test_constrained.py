@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from toolweave.errors import ConstraintError, ContextFullError, ToolSpecError
+from toolweave.errors import ContextFullError, ModeError, ToolSpecError
 from toolweave.native.caller import ToolCaller
 from toolweave.native.engine import Engine
 from toolweave.toolspec import ToolSpec
@@ -100,7 +100,7 @@ def test_bad_requests_raise_clear_errors(
     engine: Engine, assistant_tools: tuple[ToolSpec, ...]
 ) -> None:
     caller = ToolCaller(engine, assistant_tools[:2])
-    with pytest.raises(ConstraintError, match="unknown mode"):
+    with pytest.raises(ModeError, match="unknown mode"):
         caller.call("hi", "warp")
     with pytest.raises(ContextFullError):
         caller.call("word " * 9000, "constrained")

@@ -2,7 +2,7 @@
 
 On this CPU build SmolLM2 (Q4_1) gives bit-identical logits whether a token is computed
 alone, in a multi-sequence pass or in a multi-token pass, so these tests compare greedy
-tokens exactly (no tolerance). Gemma 3 (Q4_K) does not: see DESIGN.md and docs.
+tokens exactly (no tolerance). Gemma 3 (Q4_K) does not: see docs/architecture.md.
 """
 
 from __future__ import annotations

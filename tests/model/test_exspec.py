@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pytest
 
 from toolweave.drafting.ngram import AcceptanceRate, NgramTable
+from toolweave.events import CallEvent
 from toolweave.models import resolve_model
 from toolweave.native.calibration import CostTable
 from toolweave.native.decode.exspec import exspec_table, generate_with_exspec
@@ -18,7 +19,7 @@ from toolweave.plan.format import parse_plan
 from toolweave.plan.grammar import plan_grammar
 from toolweave.plan.prompts import planner_messages
 from toolweave.prompting.chat_template import render_chat
-from toolweave.results import CallEvent, CallResult
+from toolweave.results import CallResult
 from toolweave.toolspec import ToolSpec
 
 PLAN_EXAMPLES = (
@@ -95,7 +96,7 @@ CASES = (
     ),
 )
 
-#: SmolLM2-like pass costs (DESIGN.md), fixed so the drafting decisions are repeatable.
+#: SmolLM2-like pass costs (docs/architecture.md), fixed so the drafting decisions are repeatable.
 COSTS = CostTable(
     model="SmolLM2-like",
     n_threads=2,
