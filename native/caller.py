@@ -19,12 +19,13 @@ from toolweave.formats import CallFormat, format_for_chat_template, get_format
 from toolweave.grammar.call import call_grammar, value_grammar
 from toolweave.modes import check_mode
 from toolweave.native.calibration import CostTable, engine_costs, engine_rates
+from toolweave.native.chat import chat_text
 from toolweave.native.constraints import TokenMatcher, vocabulary_for
 from toolweave.native.decode.response import ResponseDecoder
 from toolweave.native.decode.values import parallel_pays
 from toolweave.native.engine import Engine
 from toolweave.native.states.prefill import prefill_prompt
-from toolweave.prompting.chat_template import Message, render_chat, tool_messages
+from toolweave.prompting.chat_template import Message, tool_messages
 from toolweave.results import CallResult, CallStats, InvalidCall
 from toolweave.toolspec import ToolCall, ToolSpec
 
@@ -107,13 +108,7 @@ class ToolCaller:
         return tool_messages(self.tools, self.fmt, request, system=self.system)
 
     def prompt_text(self, request: str | Sequence[Message]) -> str:
-        eng = self.engine
-        return render_chat(
-            eng.chat_template,
-            self.messages(request),
-            bos_token=eng.detokenize([eng.bos_token]) if eng.bos_token >= 0 else "",
-            eos_token=eng.detokenize([eng.eos_token]),
-        )
+        return chat_text(self.engine, self.messages(request))
 
     def prompt_tokens(self, request: str | Sequence[Message]) -> list[int]:
         return self.engine.tokenize(self.prompt_text(request))

@@ -24,11 +24,11 @@ from dataclasses import dataclass
 import anyio
 
 from toolweave.native.calibration import CostTable, learned, set_learned
+from toolweave.native.chat import chat_tokens
 from toolweave.native.decode.exspec import exspec_table, generate_with_exspec
 from toolweave.native.engine import Engine
 from toolweave.native.states.prefixes import PrefixStates
 from toolweave.plan.executor import PlanRun, execute_plan_text
-from toolweave.prompting.chat_template import render_chat
 from toolweave.results import CallResult
 from toolweave.tools import Tool
 
@@ -75,13 +75,7 @@ def render_tokens(
 ) -> list[int]:
     """The chat-template tokens of (role, text) messages."""
     msgs = [{"role": r, "content": t} for r, t in messages]
-    text = render_chat(
-        engine.chat_template,
-        msgs,
-        bos_token=engine.detokenize([engine.bos_token]) if engine.bos_token >= 0 else "",
-        add_generation_prompt=generation,
-    )
-    return engine.tokenize(text)
+    return chat_tokens(engine, msgs, add_generation_prompt=generation)
 
 
 def run_stage(

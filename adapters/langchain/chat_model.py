@@ -57,10 +57,10 @@ from toolweave.grammar.call import arguments_schema
 from toolweave.models import resolve_model
 from toolweave.modes import MODES, check_mode
 from toolweave.native.caller import ToolCaller
+from toolweave.native.chat import chat_tokens
 from toolweave.native.decode.exspec import exspec_table, generate_with_exspec
 from toolweave.native.decode.text import first_token, generate_text
 from toolweave.native.engine import Engine
-from toolweave.prompting.chat_template import render_chat
 from toolweave.readonly import with_read_only
 from toolweave.results import CallResult
 from toolweave.toolspec import ToolSpec
@@ -252,13 +252,7 @@ class ChatToolweave(BaseChatModel):
         msgs = template_messages(messages, fmt)
         if system:
             msgs.insert(0, {"role": "system", "content": system})
-        text = render_chat(
-            eng.chat_template,
-            msgs,
-            bos_token=eng.detokenize([eng.bos_token]) if eng.bos_token >= 0 else "",
-            eos_token=eng.detokenize([eng.eos_token]),
-        )
-        return eng.tokenize(text)
+        return chat_tokens(eng, msgs)
 
     # ------------------------------------------------------------ decoding
     def _grammar_text(
