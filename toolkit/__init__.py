@@ -50,7 +50,8 @@ if TYPE_CHECKING:
     from toolweave.native.engine import Engine
     from toolweave.native.states.store import StateStore
     from toolweave.plan.executor import PlanRun, execute_plan
-    from toolweave.plan.format import Plan, PlanError, PlanStreamParser, PlanTask, parse_plan
+    from toolweave.plan.format import Plan, PlanError, PlanTask
+    from toolweave.plan.parse import PlanStreamParser, parse_plan
     from toolweave.prompting.chat_template import render_chat
     from toolweave.prompting.promptweaver import PromptWeaver
     from toolweave.prompting.toolrag import ToolRAG
@@ -96,9 +97,8 @@ _WHERE: dict[str, str] = {
     "ToolRAG": "toolweave.prompting.toolrag",
     "PromptWeaver": "toolweave.prompting.promptweaver",
     "NgramTable": "toolweave.drafting.ngram",
-    **dict.fromkeys(
-        ("Plan", "PlanError", "PlanStreamParser", "PlanTask", "parse_plan"), "toolweave.plan.format"
-    ),
+    **dict.fromkeys(("Plan", "PlanError", "PlanTask"), "toolweave.plan.format"),
+    **dict.fromkeys(("PlanStreamParser", "parse_plan"), "toolweave.plan.parse"),
     **dict.fromkeys(("PlanRun", "execute_plan"), "toolweave.plan.executor"),
     # engine side (imports llama.cpp)
     "Engine": "toolweave.native.engine",

@@ -13,7 +13,7 @@ from toolweave.eval.workload import (
     tool_themes,
     workload_stats,
 )
-from toolweave.plan.format import parse_plan
+from toolweave.plan.parse import parse_plan
 
 
 @pytest.fixture(scope="module")

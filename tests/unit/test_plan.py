@@ -11,18 +11,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from toolweave.plan.arguments import resolve_arguments
 from toolweave.plan.format import (
     Plan,
     PlanError,
-    PlanStreamParser,
     PlanTask,
     TaskRef,
     format_call,
     format_plan,
     format_task,
-    parse_plan,
-    resolve_arguments,
 )
+from toolweave.plan.parse import PlanStreamParser, parse_plan
 from toolweave.toolspec import ToolSpec
 
 

@@ -12,7 +12,8 @@ import anyio
 import pytest
 
 from toolweave.plan.executor import TaskEvent, execute_plan, execute_plan_text
-from toolweave.plan.format import PlanStreamParser, PlanTask, TaskRef, parse_plan
+from toolweave.plan.format import PlanTask, TaskRef
+from toolweave.plan.parse import PlanStreamParser, parse_plan
 from toolweave.tools import Tool, ToolResult
 from toolweave.toolspec import ToolSpec
 

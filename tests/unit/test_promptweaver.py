@@ -13,17 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolweave.eval.workload import PlanRequest, load_workload, tool_themes
-from toolweave.prompting.promptweaver import (
+from toolweave.prompting.clusters import coactivation_matrix, nmf
+from toolweave.prompting.combinations import (
     Prefix,
-    PromptWeaver,
-    coactivation_matrix,
     coverage,
     coverage_fraction,
-    fit_weavers,
-    nmf,
     select_combinations,
-    training_sequences,
 )
+from toolweave.prompting.promptweaver import PromptWeaver, fit_weavers, training_sequences
 from toolweave.toolspec import ToolSpec
 
 Key = tuple[str, ...]

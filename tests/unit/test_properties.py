@@ -34,15 +34,8 @@ from toolweave.formats import FORMATS, from_literal, get_format, to_literal
 from toolweave.grammar.call import arguments_schema, call_grammar, value_grammar, value_schema
 from toolweave.grammar.value import compile_value
 from toolweave.plan.executor import PlanRun, TaskEvent, execute_plan, execute_plan_text
-from toolweave.plan.format import (
-    Plan,
-    PlanError,
-    PlanStreamParser,
-    PlanTask,
-    TaskRef,
-    format_plan,
-    parse_plan,
-)
+from toolweave.plan.format import Plan, PlanError, PlanTask, TaskRef, format_plan
+from toolweave.plan.parse import PlanStreamParser, parse_plan
 from toolweave.tools import Tool, ToolResult
 from toolweave.toolspec import ToolCall, ToolSpec, load_tools
 

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from toolweave.eval.toolrag_scoring import retrieval_score, score_selection, selection_scores
 from toolweave.eval.workload import PlanRequest, load_workload
 from toolweave.prompting.embedding import (
     Bm25Embedder,
@@ -21,16 +22,10 @@ from toolweave.prompting.embedding import (
     SerializableEmbedder,
     embedder_from_dict,
 )
-from toolweave.prompting.toolrag import (
-    DEFAULT_TAU,
-    ExampleStore,
-    ToolRAG,
-    ToolSelector,
-    retrieval_score,
-    score_selection,
-    selection_scores,
-    training_corpus,
-)
+from toolweave.prompting.example_store import ExampleStore
+from toolweave.prompting.tool_selector import DEFAULT_TAU, ToolSelector
+from toolweave.prompting.toolrag import ToolRAG
+from toolweave.prompting.training import training_corpus
 
 
 @pytest.fixture(scope="module")

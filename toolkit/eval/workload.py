@@ -34,7 +34,8 @@ from toolweave.eval.bfcl_multi_turn import (
     load_class_tools,
     load_multi_turn,
 )
-from toolweave.plan.format import Plan, PlanError, PlanTask, format_plan, parse_plan
+from toolweave.plan.format import Plan, PlanError, PlanTask, format_plan
+from toolweave.plan.parse import parse_plan
 from toolweave.toolspec import ToolCall, ToolSpec
 
 __all__ = [

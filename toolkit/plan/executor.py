@@ -27,14 +27,9 @@ import anyio
 import anyio.abc
 
 from toolweave.errors import CallFormatError, ToolSpecError
-from toolweave.plan.format import (
-    Plan,
-    PlanError,
-    PlanTask,
-    format_call,
-    parse_plan,
-    resolve_arguments,
-)
+from toolweave.plan.arguments import resolve_arguments
+from toolweave.plan.format import Plan, PlanError, PlanTask, format_call
+from toolweave.plan.parse import parse_plan
 from toolweave.tools import Tool, ToolResult
 
 __all__ = ["PlanRun", "TaskEvent", "TaskRecord", "execute_plan", "execute_plan_text"]

@@ -6,23 +6,24 @@ catalogue), (2) one example per *activated* cluster of co-activated tools, clust
 a fixed order, (3) single-tool examples of the selected tools, (4) ToolRAG's dynamic
 examples, (5) the query. (2) and (3) are a sequence of example blocks fixed by the
 selected tools (`PromptWeaver.layout`); (1) followed by a leading run of those blocks is
-a prefix whose KV state `toolweave.native` stores, and `select_combinations` picks which
-block sequences to store. The paper stores cluster combinations only; storing the
-single-tool blocks that follow them as well matters here, since on a CPU the uncached
-tail attends over the whole long prefix (about 3.2 ms a token at 2,000 tokens of context
-against 2.1 at 500 for SmolLM2) and the single-tool examples were most of that tail.
+a prefix whose KV state `toolweave.native` stores, and `select_combinations`
+(`toolweave.prompting.combinations`) picks which block sequences to store. The paper
+stores cluster combinations only; storing the single-tool blocks that follow them as
+well matters here, since on a CPU the uncached tail attends over the whole long prefix
+(about 3.2 ms a token at 2,000 tokens of context against 2.1 at 500 for SmolLM2) and
+the single-tool examples were most of that tail.
 
 Offline, per catalogue (`PromptWeaver.fit`), from the training requests:
 
-- Clustering: only tools used by some training plan are clustered. The co-activation
-  matrix (pairs of tools in one plan, diagonal = uses) is factorised by NMF with
-  ``k = max(1, round(used / 3))`` components unless given (lowest error of 8 seeded
-  starts ``seed .. seed+7``: multiplicative updates often stop in a local minimum that
-  splits a block of always-together tools), and each tool joins the component of the
-  largest entry in its factor row; empty components vanish. The
-  paper's 16 tools gave 8 clusters of 2-6 tools; our catalogues use 6-16 tools in 6-82
-  training plans, most plans use 1-2 tools, and one cluster per 3 used tools keeps a
-  request's prompt to one or two cluster examples while leaving clusters that still
+- Clustering (`toolweave.prompting.clusters`): only tools used by some training plan
+  are clustered. The co-activation matrix (pairs of tools in one plan, diagonal = uses)
+  is factorised by NMF with ``k = max(1, round(used / 3))`` components unless given
+  (lowest error of 8 seeded starts ``seed .. seed+7``: multiplicative updates often
+  stop in a local minimum that splits a block of always-together tools), and each tool
+  joins the component of the largest entry in its factor row; empty components vanish.
+  The paper's 16 tools gave 8 clusters of 2-6 tools; our catalogues use 6-16 tools in
+  6-82 training plans, most plans use 1-2 tools, and one cluster per 3 used tools keeps
+  a request's prompt to one or two cluster examples while leaving clusters that still
   match whole training plans.
 - Cluster example: the shortest (characters of query + plan, a token proxy: every
   example is prefilled and cached) training request whose set of used tools equals
@@ -42,54 +43,41 @@ Offline, per catalogue (`PromptWeaver.fit`), from the training requests:
   one using it with the fewest tools. They are shown in descending training frequency
   of their tool (ties: catalogue position), so that requests share leading blocks.
 
-`select_combinations` is Algorithm 1 generalised to several catalogues and to block
-sequences (a prefix is a ``(catalogue key, blocks)`` pair; a block is a cluster id or a
-single-tool example's tool name). `fit_weavers` fits every catalogue of the workload;
-`training_sequences` gives the block sequences the selection reads, for the tools the
-run-time selection (ToolRAG) picks on each training request.
+`fit_weavers` fits every catalogue of the workload; `training_sequences` gives the
+block sequences `select_combinations` reads (a block is a cluster id or a single-tool
+example's tool name), for the tools the run-time selection (ToolRAG) picks on each
+training request.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Protocol
 
-import numpy as np
-
 from toolweave.plan.prompts import planner_messages
-from toolweave.prompting.toolrag import LabeledRequest
+from toolweave.prompting.clusters import tool_clusters
+from toolweave.prompting.training import LabeledRequest
 from toolweave.toolspec import ToolSpec
 
 __all__ = [
-    "NMF_RESTARTS",
     "TOOLS_PER_CLUSTER",
     "Block",
     "Cluster",
-    "Prefix",
     "PromptWeaver",
     "ThemedRequest",
-    "coactivation_matrix",
-    "coverage",
-    "coverage_fraction",
     "fit_weavers",
-    "nmf",
-    "select_combinations",
     "training_sequences",
 ]
 
 #: Default number of used tools per cluster (k = round(used tools / this)).
 TOOLS_PER_CLUSTER = 3
-#: Seeded NMF starts per catalogue; the factorisation with the lowest error is kept.
-NMF_RESTARTS = 8
 _FORMAT = "toolweave-promptweaver-v1"
 
 #: An example block of the prompt: a cluster id, or the tool name of a single-tool example.
 Block = int | str
-#: A stored combination: the catalogue key and the leading example blocks it holds.
-Prefix = tuple[Hashable, tuple[Hashable, ...]]
 Example = tuple[str, str]
 
 
@@ -158,20 +146,12 @@ class PromptWeaver:
         if n_clusters is not None and n_clusters < 1:
             raise ValueError(f"n_clusters must be >= 1, got {n_clusters}")
         used = sorted({t for r in requests for t in r.tools_used}, key=position.__getitem__)
-        groups: list[tuple[str, ...]] = []
-        if used:
-            k = n_clusters or max(1, round(len(used) / TOOLS_PER_CLUSTER))
-            matrix = coactivation_matrix([r.tools_used for r in requests], used)
-            weights = _best_nmf(matrix, min(k, len(used)), seed)
-            owner = np.argmax(weights, axis=1)
-            groups = [
-                tuple(t for t, c in zip(used, owner.tolist(), strict=True) if c == component)
-                for component in range(weights.shape[1])
-            ]
+        k = n_clusters or max(1, round(len(used) / TOOLS_PER_CLUSTER))
+        groups = tool_clusters([r.tools_used for r in requests], used, k, seed)
         clusters = [
             cluster
             for group in groups
-            if group and (cluster := _with_example(group, requests, themes, position))
+            if (cluster := _with_example(group, requests, themes, position))
         ]
         ordered = _theme_order(clusters, requests, position)
         uses = Counter(t for r in requests for t in set(r.tools_used))
@@ -283,93 +263,6 @@ class PromptWeaver:
         return cls(catalogue, clusters, singles)
 
 
-def coactivation_matrix(tool_sets: Sequence[Iterable[str]], tools: Sequence[str]) -> np.ndarray:
-    """Symmetric ``len(tools)`` square counts: [i, j] = sets holding both tools i and j,
-    [i, i] = sets holding tool i. Names not in ``tools`` are ignored."""
-    index = {name: i for i, name in enumerate(tools)}
-    matrix = np.zeros((len(tools), len(tools)))
-    for tool_set in tool_sets:
-        ids = sorted({index[name] for name in tool_set if name in index})
-        matrix[np.ix_(ids, ids)] += 1
-    return matrix
-
-
-def nmf(
-    matrix: np.ndarray, k: int, *, iterations: int = 500, seed: int = 0
-) -> tuple[np.ndarray, np.ndarray]:
-    """``W (n x k), H (k x m) >= 0`` with ``W @ H ~ matrix`` in Frobenius norm.
-
-    Lee and Seung's multiplicative updates from a seeded uniform start, so the same
-    input gives the same factors; the error never increases from one step to the next.
-    """
-    values = np.asarray(matrix, dtype=np.float64)
-    if values.ndim != 2 or (values < 0).any():
-        raise ValueError("nmf needs a non-negative 2-D matrix")
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
-    rng = np.random.default_rng(seed)
-    scale = np.sqrt(max(values.mean(), 1e-12) / k)
-    w = rng.uniform(0.1, 1.0, (values.shape[0], k)) * scale
-    h = rng.uniform(0.1, 1.0, (k, values.shape[1])) * scale
-    tiny = 1e-12
-    for _ in range(iterations):
-        h *= (w.T @ values) / (w.T @ w @ h + tiny)
-        w *= (values @ h.T) / (w @ h @ h.T + tiny)
-    return w, h
-
-
-def select_combinations(sequences: Sequence[Prefix], budget: int) -> list[Prefix]:
-    """Agent-X Algorithm 1: the cluster prefixes to store, at most ``budget`` of them.
-
-    Each sequence is (catalogue key, activated cluster ids in the fixed order). A
-    candidate is a one-cluster prefix, or a selected prefix extended by the next cluster
-    of some sequence of the same key. Because every selected prefix's parent is
-    selected, adding a candidate raises coverage by exactly the number of sequences
-    starting with it; the greedy takes the largest gain, ties to the shorter prefix, then
-    to the one seen first in ``sequences``. It stops at ``budget`` or when no candidate
-    is left. The result is in selection order (its first n items are the choice for
-    budget n), and no other parent-closed set of that size covers more, since a prefix
-    never starts more sequences than its parent.
-    """
-    if budget < 0:
-        raise ValueError(f"budget must be >= 0, got {budget}")
-    starts: Counter[Prefix] = Counter()
-    children: dict[Prefix, list[Prefix]] = {}
-    for key, sequence in sequences:
-        for end in range(1, len(sequence) + 1):
-            prefix = (key, tuple(sequence[:end]))
-            if prefix not in starts and end > 1:
-                children.setdefault((key, tuple(sequence[: end - 1])), []).append(prefix)
-            starts[prefix] += 1
-    first_seen = {prefix: i for i, prefix in enumerate(starts)}
-    frontier = {prefix for prefix in starts if len(prefix[1]) == 1}
-    selected: list[Prefix] = []
-    while frontier and len(selected) < budget:
-        best = min(frontier, key=lambda p: (-starts[p], len(p[1]), first_seen[p]))
-        frontier.remove(best)
-        frontier.update(children.get(best, ()))
-        selected.append(best)
-    return selected
-
-
-def coverage(sequences: Sequence[Prefix], stored: Iterable[Prefix]) -> int:
-    """Sum over ``sequences`` of the length of its longest prefix in ``stored`` (same key)."""
-    held = set(stored)
-    total = 0
-    for key, sequence in sequences:
-        total += max(
-            (end for end in range(1, len(sequence) + 1) if (key, tuple(sequence[:end])) in held),
-            default=0,
-        )
-    return total
-
-
-def coverage_fraction(sequences: Sequence[Prefix], stored: Iterable[Prefix]) -> float:
-    """`coverage` over the number of blocks in ``sequences`` (0.0 when there are none)."""
-    total = sum(len(sequence) for _, sequence in sequences)
-    return coverage(sequences, stored) / total if total else 0.0
-
-
 def fit_weavers(
     train_requests: Sequence[ThemedRequest],
     *,
@@ -416,18 +309,6 @@ def training_sequences(
         tools = request.tools_used if select is None else select(request)
         out.append((key, weavers[key].layout(tools)))
     return out
-
-
-def _best_nmf(matrix: np.ndarray, k: int, seed: int) -> np.ndarray:
-    # Multiplicative updates stop in local minima (a planted block split across two
-    # components); the lowest error over a few seeded starts finds the blocks.
-    best, lowest = np.zeros((0, 0)), np.inf
-    for start in range(seed, seed + NMF_RESTARTS):
-        weights, components = nmf(matrix, k, seed=start)
-        error = float(np.linalg.norm(matrix - weights @ components))
-        if error < lowest - 1e-9:
-            best, lowest = weights, error
-    return best
 
 
 def _with_examples(
