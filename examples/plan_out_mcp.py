@@ -18,13 +18,21 @@ import argparse
 import re
 import threading
 import time
-from collections.abc import Mapping
-from typing import Any
 
 from toolweave.adapters.demo_servers import plan_examples
 from toolweave.adapters.langchain.chat_model import ChatToolweave
 from toolweave.adapters.langchain.plan_agent import PlanOutAgent
 from toolweave.adapters.mcp.client import MCPHub, ServerConfig, demo_server_configs
+from toolweave.events import (
+    ArbiterDone,
+    ArbiterStart,
+    PlanDone,
+    PlanLine,
+    PlannerStart,
+    RunEvent,
+    TaskDone,
+    TaskStart,
+)
 
 
 class PhasePrinter:
@@ -35,31 +43,32 @@ class PhasePrinter:
         self.t0 = time.perf_counter()
         self.lock = threading.Lock()
 
-    def __call__(self, kind: str, data: Mapping[str, Any]) -> None:
-        line = self.describe(kind, data)
+    def __call__(self, event: RunEvent) -> None:
+        line = self.describe(event)
         if line is not None:
             with self.lock:
                 print(f"{time.perf_counter() - self.t0:6.2f}s {line}", flush=True)
 
     @staticmethod
-    def describe(kind: str, data: Mapping[str, Any]) -> str | None:
-        if kind == "planner_start":
-            return f"planner: round {data['round']}, writing the plan"
-        if kind == "plan_line":
-            return f"  plan line {data['index']} complete: {data['tool']}"
-        if kind == "task_start":
-            return f"  task {data['index']} {data['tool']} started"
-        if kind == "task_done":
-            status = "failed" if data["error"] else "done"
-            return f"  task {data['index']} {status} in {data['ms']:.0f} ms: {data['observation']}"
-        if kind == "plan_done":
-            plan = str(data["plan"]).strip().replace("\n", "\n    ")
-            return f"  plan written in {data['planner_s']:.1f} s:\n    {plan}"
-        if kind == "arbiter_start":
-            return "arbiter: reading the results"
-        if kind == "arbiter_done":
-            decision = "finish" if data["finish"] else "replan"
-            return f"  arbiter decision: {decision} (thought: {data['thought']})"
+    def describe(event: RunEvent) -> str | None:
+        match event:
+            case PlannerStart(round=n):
+                return f"planner: round {n}, writing the plan"
+            case PlanLine(index=index, tool=tool):
+                return f"  plan line {index} complete: {tool}"
+            case TaskStart(index=index, tool=tool):
+                return f"  task {index} {tool} started"
+            case TaskDone(index=index, error=error, ms=ms, observation=observation):
+                status = "failed" if error else "done"
+                return f"  task {index} {status} in {ms:.0f} ms: {observation}"
+            case PlanDone(plan=plan, planner_s=planner_s):
+                shown = plan.strip().replace("\n", "\n    ")
+                return f"  plan written in {planner_s:.1f} s:\n    {shown}"
+            case ArbiterStart():
+                return "arbiter: reading the results"
+            case ArbiterDone(finish=finish, thought=thought):
+                decision = "finish" if finish else "replan"
+                return f"  arbiter decision: {decision} (thought: {thought})"
         return None
 
 

@@ -33,7 +33,7 @@ from toolweave.native.engine import Engine
 from toolweave.results import CallResult
 from toolweave.toolspec import ToolSpec, load_tools_file
 
-__all__ = ["BenchRequest", "assistant_requests", "bench_app"]
+__all__ = ["BenchRequest", "assistant_requests", "bench_engine"]
 
 #: The packaged workload: an assistant's 24 tools and a query for each (package data).
 DATA = Path(__file__).resolve().parent / "data"
@@ -42,16 +42,6 @@ DEFAULT_QUERIES = DATA / "tool_queries.json"
 #: Modes compared by `bench engine`, and the context window it uses (4 tools fit easily).
 BENCH_MODES = ("constrained", "grammar")
 BENCH_CONTEXT = 4096
-
-bench_app = typer.Typer(help="Benchmarks; each writes JSON.")
-
-
-@bench_app.callback(invoke_without_command=True)
-def _bench(ctx: typer.Context) -> None:
-    """Benchmarks; each writes JSON."""
-    if ctx.invoked_subcommand is None:
-        typer.echo(ctx.get_help())
-        raise typer.Exit(0)
 
 
 @dataclass(frozen=True)
@@ -118,7 +108,6 @@ class _ModeRunner:
         self.baseline.close()
 
 
-@bench_app.command("engine")
 def bench_engine(
     json_out: Annotated[Path, typer.Option("--json", help="Where to write the results.")],
     model: Annotated[

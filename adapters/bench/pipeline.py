@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import math
 import os
 import time
 import zlib
@@ -51,8 +50,6 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
 
 from toolweave.adapters.bench.bfcl_tools import bfcl_environment
 from toolweave.adapters.bench.pipeline_stages import (
@@ -63,23 +60,32 @@ from toolweave.adapters.bench.pipeline_stages import (
     render_tokens,
     run_stage,
 )
-from toolweave.adapters.bench.plotting import pyplot
+from toolweave.adapters.bench.pipeline_states import (
+    BUDGETS,
+    budget_coverage,
+    build_states,
+    progress_bar,
+)
+from toolweave.adapters.bench.pipeline_summary import (
+    by_class,
+    identical,
+    plot_report,
+    print_report,
+    ratios,
+    summarize,
+)
 from toolweave.eval.plan_scoring import plan_matches
 from toolweave.eval.workload import PlanRequest, load_workload, tool_themes
 from toolweave.models import MODELS, resolve_model
 from toolweave.native.calibration import engine_costs
 from toolweave.native.engine import Engine
 from toolweave.native.states.prefixes import PrefixStates
-from toolweave.plan.format import PlanError, parse_plan
+from toolweave.plan.format import PlanError
 from toolweave.plan.grammar import arbiter_grammar, plan_grammar
+from toolweave.plan.parse import parse_plan
 from toolweave.plan.prompts import ARBITER_EXAMPLES, arbiter_messages, planner_messages
-from toolweave.prompting.promptweaver import (
-    PromptWeaver,
-    coverage_fraction,
-    fit_weavers,
-    select_combinations,
-    training_sequences,
-)
+from toolweave.prompting.combinations import select_combinations
+from toolweave.prompting.promptweaver import PromptWeaver, fit_weavers, training_sequences
 from toolweave.prompting.toolrag import ToolRAG, ToolRAGResult
 
 __all__ = ["CONFIGS", "bench_pipeline", "selected_tools"]
@@ -91,32 +97,8 @@ CONFIGS = (
     StageConfig("both", weave=True, exspec=True),
     StageConfig("all", weave=True, exspec=True, jump=True),
 )
-BUDGETS = (0, 5, 10, 15, 20, 40, 80, 120, 160)
 DEFAULT_STATE_DIR = Path.home() / ".cache" / "toolweave" / "prefix-states"
 N_CTX = 8192
-#: Metrics averaged as geometric means (times), and as arithmetic means (the rest).
-TIME_METRICS = (
-    "planner_prefill_ms",
-    "planner_decode_ms",
-    "arbiter_prefill_ms",
-    "arbiter_decode_ms",
-    "execute_ms",
-    "e2e_ms",
-)
-MEAN_METRICS = (
-    "planner_prompt_tokens",
-    "planner_uncached_tokens",
-    "planner_tokens_per_pass",
-    "planner_output_tokens",
-    "arbiter_prompt_tokens",
-    "arbiter_uncached_tokens",
-    "arbiter_tokens_per_pass",
-    "arbiter_output_tokens",
-    "load_ms",
-    "accuracy",
-    "table_ms",
-    "table_entries",
-)
 
 
 def bench_pipeline(
@@ -159,8 +141,8 @@ def bench_pipeline(
     json_out.parent.mkdir(parents=True, exist_ok=True)
     json_out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     if plot is not None:
-        _plot(report, plot)
-    _print(report, Console(highlight=False))
+        plot_report(report, plot)
+    print_report(report, Console(highlight=False))
 
 
 def run_pipeline_bench(
@@ -197,8 +179,8 @@ def run_pipeline_bench(
     ):
         costs = engine_costs(engine)
         states = PrefixStates(state_dir, engine)
-        static, combos, arbiter = _build_states(console, engine, states, weavers, chosen)
-        coverage = _coverage(states, static, combos, arbiter, train_seqs, test_seqs, chosen)
+        static, combos, arbiter = build_states(console, engine, states, weavers, chosen)
+        coverage = budget_coverage(states, static, combos, arbiter, train_seqs, test_seqs, chosen)
         states.select(set(static.values()) | set(combos[:budget]) | {arbiter})
         rows = _run_requests(
             console,
@@ -214,7 +196,7 @@ def run_pipeline_bench(
             decode_repeats,
         )
         model_name = engine.model_name
-    summary = _summary(rows)
+    summary = summarize(rows, [c.name for c in CONFIGS])
     return {
         "suite": "pipeline",
         "benchmark": "pipeline",
@@ -227,9 +209,9 @@ def run_pipeline_bench(
         "k_weave": k_weave,
         "decode_repeats": decode_repeats,
         "summary": summary,
-        "ratios": _ratios(summary),
-        "by_class": _by_class(rows),
-        "identical": _identical(rows),
+        "ratios": ratios(summary),
+        "by_class": by_class(rows),
+        "identical": identical(rows),
         "coverage": coverage,
         "ngram": {
             "build_ms": summary["both"]["table_ms"],
@@ -267,73 +249,6 @@ def pick_requests(requests: Sequence[PlanRequest], n: int) -> list[PlanRequest]:
     return out
 
 
-# ---------------------------------------------------------------- prefix states
-def _build_states(
-    console: Console,
-    engine: Engine,
-    states: PrefixStates,
-    weavers: dict[tuple[str, ...], PromptWeaver],
-    chosen: Sequence[tuple[Any, tuple[int, ...]]],
-) -> tuple[dict[tuple[str, ...], str], list[str], str]:
-    """Compute (or find) the static prefix of every catalogue, the chosen combinations and
-    the Arbiter's static prefix; return their digests."""
-    items: list[tuple[str, list[int]]] = []
-    for key, weaver in sorted(weavers.items()):
-        items.append(("static " + "+".join(key), _prefix(engine, weaver.static_messages())))
-    for key, combo in chosen:
-        label = f"combo {'+'.join(key)} {list(combo)}"
-        items.append((label, _prefix(engine, weavers[key].prefix_messages(combo))))
-    arbiter = arbiter_messages("", "", "")[:-1]
-    items.append(("arbiter static", _prefix(engine, arbiter)))
-    with _progress(console, "prefix states") as bar:
-        task = bar.add_task("build", total=len(items))
-        entries = states.build(items, progress=lambda done, total: bar.update(task, completed=done))
-    n_static = len(weavers)
-    static = {key: e.digest for key, e in zip(sorted(weavers), entries[:n_static], strict=True)}
-    combos = [e.digest for e in entries[n_static:-1]]
-    return static, combos, entries[-1].digest
-
-
-def _progress(console: Console, label: str) -> Progress:
-    """A bar with the count done and an estimate of the time left."""
-    return Progress(
-        TextColumn(label),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=console,
-        transient=True,
-    )
-
-
-def _prefix(engine: Engine, messages: Sequence[tuple[str, str]]) -> list[int]:
-    return render_tokens(engine, messages, generation=False)
-
-
-def _coverage(
-    states: PrefixStates,
-    static: dict[tuple[str, ...], str],
-    combos: list[str],
-    arbiter: str,
-    train_seqs: Sequence[tuple[Any, tuple[int, ...]]],
-    test_seqs: Sequence[tuple[Any, tuple[int, ...]]],
-    chosen: Sequence[tuple[Any, tuple[int, ...]]],
-) -> list[dict[str, Any]]:
-    base = states.disk_bytes([*static.values(), arbiter])
-    out = []
-    for b in BUDGETS:
-        stored = list(chosen[:b])
-        out.append(
-            {
-                "budget": b,
-                "coverage": coverage_fraction(test_seqs, stored),
-                "coverage_train": coverage_fraction(train_seqs, stored),
-                "storage_mb": (base + states.disk_bytes(combos[:b])) / 2**20,
-            }
-        )
-    return out
-
-
 # ---------------------------------------------------------------- the runs
 def _run_requests(
     console: Console,
@@ -350,7 +265,7 @@ def _run_requests(
 ) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     arbiter_examples = [text for pair in ARBITER_EXAMPLES for text in pair]
-    with _progress(console, "pipeline") as bar:
+    with progress_bar(console, "pipeline") as bar:
         task = bar.add_task("run", total=len(sample) * len(CONFIGS))
         for i, req in enumerate(sample):
             weaver = weavers[req.theme]
@@ -450,164 +365,3 @@ def _row(
         "plan": plan_text,
         "arbiter": arbiter.result.text,
     }
-
-
-# ---------------------------------------------------------------- summaries
-def _gmean(values: Sequence[float]) -> float:
-    vals = [max(v, 1e-6) for v in values]
-    return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else float("nan")
-
-
-def _summary(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    out: dict[str, dict[str, float]] = {}
-    for config in CONFIGS:
-        mine = [r for r in rows if r["config"] == config.name]
-        stats = {m: _gmean([r[m] for r in mine]) for m in TIME_METRICS}
-        stats.update({m: sum(r[m] for r in mine) / len(mine) for m in MEAN_METRICS})
-        out[config.name] = stats
-    return out
-
-
-def _ratios(summary: dict[str, dict[str, float]]) -> dict[str, float]:
-    base = summary["baseline"]
-
-    def speedup(metric: str, config: str) -> float:
-        return base[metric] / summary[config][metric]
-
-    def points(config: str) -> float:
-        return 100 * (summary[config]["accuracy"] - base["accuracy"])
-
-    return {
-        "planner_prefill_promptweaver": speedup("planner_prefill_ms", "promptweaver"),
-        "arbiter_prefill_promptweaver": speedup("arbiter_prefill_ms", "promptweaver"),
-        "planner_decode_exspec": speedup("planner_decode_ms", "exspec"),
-        "arbiter_decode_exspec": speedup("arbiter_decode_ms", "exspec"),
-        "planner_decode_exspec_same_engine": summary["promptweaver"]["planner_decode_ms"]
-        / summary["both"]["planner_decode_ms"],
-        "arbiter_decode_exspec_same_engine": summary["promptweaver"]["arbiter_decode_ms"]
-        / summary["both"]["arbiter_decode_ms"],
-        "planner_decode_all": speedup("planner_decode_ms", "all"),
-        "e2e_both": speedup("e2e_ms", "both"),
-        "e2e_all": speedup("e2e_ms", "all"),
-        "accuracy_points_promptweaver": 100
-        * (summary["promptweaver"]["accuracy"] - base["accuracy"]),
-        "accuracy_points_all": 100 * (summary["all"]["accuracy"] - base["accuracy"]),
-    }
-
-
-def _by_class(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
-    """ExSpec's decode speedup per class of request (theme, category): ``both`` over
-    ``promptweaver`` (same engine and prompt: ExSpec alone), and ``exspec`` over
-    ``baseline`` (ExSpec on the batch-invariant engine against plain decoding on all
-    cores). The requirement is never slower than plain decoding on any class."""
-    out: dict[str, dict[str, dict[str, float]]] = {}
-    pairs = {"same_engine": ("promptweaver", "both"), "vs_baseline": ("baseline", "exspec")}
-    for field in ("theme", "category"):
-        groups: dict[str, dict[str, float]] = {}
-        for value in sorted({r[field] for r in rows}):
-            stats: dict[str, float] = {}
-            for label, (plain, fast) in pairs.items():
-                a = [r for r in rows if r[field] == value and r["config"] == plain]
-                b = [r for r in rows if r[field] == value and r["config"] == fast]
-                stats["n"] = len(a)
-                for stage in ("planner", "arbiter"):
-                    key = f"{stage}_decode_ms"
-                    stats[f"{stage}_{label}"] = _gmean([r[key] for r in a]) / _gmean(
-                        [r[key] for r in b]
-                    )
-            groups[value] = stats
-        out[field] = groups
-    return out
-
-
-def _identical(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Outputs that must be equal: ExSpec against plain greedy on the same engine and
-    prompt (both vs promptweaver); and how often jump-forward changes them (all vs both)."""
-    by = {(r["request"], r["config"]): r for r in rows}
-    requests = sorted({r["request"] for r in rows})
-    out: dict[str, Any] = {}
-    for a, b in (("both", "promptweaver"), ("all", "both")):
-        same = [
-            by[(q, a)]["plan_tokens"] == by[(q, b)]["plan_tokens"]
-            and by[(q, a)]["arbiter_tokens"] == by[(q, b)]["arbiter_tokens"]
-            for q in requests
-        ]
-        out[f"{a}=={b}"] = {"same": sum(same), "of": len(same)}
-    return out
-
-
-def _plot(report: dict[str, Any], path: Path) -> None:
-    plt = pyplot()
-
-    s = report["summary"]
-    names = report["configs"]
-    fig, axes = plt.subplots(2, 2, figsize=(11, 8))
-    ax = axes[0][0]
-    xs = range(len(names))
-    w = 0.38
-    ax.bar([x - w / 2 for x in xs], [s[n]["planner_prefill_ms"] for n in names], w, label="Planner")
-    ax.bar([x + w / 2 for x in xs], [s[n]["arbiter_prefill_ms"] for n in names], w, label="Arbiter")
-    ax.set_xticks(list(xs), names, fontsize=8)
-    ax.set_ylabel("prefill (ms, geomean)")
-    ax.legend(fontsize=8)
-    ax = axes[0][1]
-    ax.bar([x - w / 2 for x in xs], [s[n]["planner_decode_ms"] for n in names], w, label="Planner")
-    ax.bar([x + w / 2 for x in xs], [s[n]["arbiter_decode_ms"] for n in names], w, label="Arbiter")
-    ax.set_xticks(list(xs), names, fontsize=8)
-    ax.set_ylabel("decode (ms, geomean)")
-    ax.legend(fontsize=8)
-    ax = axes[1][0]
-    parts = (
-        "planner_prefill_ms",
-        "planner_decode_ms",
-        "execute_ms",
-        "arbiter_prefill_ms",
-        "arbiter_decode_ms",
-    )
-    bottom = [0.0] * len(names)
-    for part in parts:
-        vals = [s[n][part] for n in names]
-        ax.bar(list(xs), vals, 0.6, bottom=bottom, label=part.replace("_ms", ""))
-        bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
-    ax.set_xticks(list(xs), names, fontsize=8)
-    ax.set_ylabel("end to end (ms, stacked geomeans)")
-    ax.legend(fontsize=7)
-    ax = axes[1][1]
-    cov = report["coverage"]
-    budgets = [c["budget"] for c in cov]
-    ax.plot(budgets, [100 * c["coverage"] for c in cov], "o-", label="coverage (test)")
-    ax.set_xlabel("stored combinations of example blocks (budget)")
-    ax.set_ylabel("coverage of example blocks (%)")
-    ax2 = ax.twinx()
-    ax2.plot(budgets, [c["storage_mb"] for c in cov], "s--", color="gray")
-    ax2.set_ylabel("storage (MB)", color="gray")
-    r = report["ratios"]
-    fig.suptitle(
-        f"{report['model']}: {report['requests']} BFCL multi-turn requests; Planner prefill "
-        f"x{r['planner_prefill_promptweaver']:.2f}, "
-        f"Arbiter prefill x{r['arbiter_prefill_promptweaver']:.2f}, "
-        f"Planner decode x{r['planner_decode_exspec']:.2f}, end to end x{r['e2e_all']:.2f}",
-        fontsize=9,
-    )
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
-def _print(report: dict[str, Any], console: Console) -> None:
-    s = report["summary"]
-    table = Table(title=f"pipeline on {report['model']} ({report['requests']} requests)")
-    table.add_column("metric")
-    for name in report["configs"]:
-        table.add_column(name, justify="right")
-    for metric in (*TIME_METRICS, *MEAN_METRICS):
-        table.add_row(metric, *[f"{s[n][metric]:.2f}" for n in report["configs"]])
-    console.print(table)
-    for key, value in report["ratios"].items():
-        console.print(f"{key}: {value:.2f}")
-    for c in report["coverage"]:
-        console.print(
-            f"budget {c['budget']:>2}: coverage {100 * c['coverage']:.1f}% (train "
-            f"{100 * c['coverage_train']:.1f}%), storage {c['storage_mb']:.0f} MB"
-        )
-    console.print(f"identical outputs: {report['identical']}")

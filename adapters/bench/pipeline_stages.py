@@ -23,10 +23,11 @@ from dataclasses import dataclass
 
 import anyio
 
-from toolweave.native.calibration import CostTable, learned, set_learned
+from toolweave.native.calibration import CostTable
 from toolweave.native.chat import chat_tokens
 from toolweave.native.decode.exspec import exspec_table, generate_with_exspec
 from toolweave.native.engine import Engine
+from toolweave.native.learning import learned, set_learned
 from toolweave.native.states.prefixes import PrefixStates
 from toolweave.plan.executor import PlanRun, execute_plan_text
 from toolweave.results import CallResult

@@ -32,18 +32,16 @@ import os
 import shutil
 import statistics
 import tempfile
-import time
 from collections.abc import Sequence
-from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Any, Protocol
+from typing import Annotated, Any
 
-import numpy as np
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from toolweave.adapters.bench.plotting import pyplot
+from toolweave.adapters.bench.serving_configs import NoReuse, ServingConfig, ToolweaveConfig
 from toolweave.adapters.cli.launch import huge_pages_active
 from toolweave.checkpoints import common_prefix
 from toolweave.errors import ToolweaveError
@@ -52,97 +50,12 @@ from toolweave.eval.modebench import geomean
 from toolweave.eval.serving_trace import TraceStep, render_trace, replay_trace
 from toolweave.models import MODELS, resolve_model
 from toolweave.native.baselines.llama_cpp_cache import LlamaCppCached, StepRun
-from toolweave.native.engine import BatchToken, Engine
 from toolweave.native.states.idle import IdleReleaser, resident_bytes
-from toolweave.native.states.prefill import prefill_prompt
-from toolweave.native.states.store import StateStore
 
 __all__ = ["CONFIGS", "bench_serving"]
 
 CONFIGS = ("no_reuse", "llama_cpp_ram", "llama_cpp_disk", "toolweave")
 _MB = 1 << 20
-
-
-class _Config(Protocol):
-    name: str
-
-    def step(self, prompt: list[int], session: str) -> StepRun: ...
-    def memory_bytes(self) -> int: ...
-    def disk_bytes(self) -> int: ...
-    def close(self) -> None: ...
-
-
-def _decode(engine: Engine, seq: int, logits: np.ndarray, pos: int, n: int) -> list[int]:
-    """Greedy decoding of up to `n` tokens, stopping before an end-of-generation token
-    (as `Llama.create_completion` does); the last one is chosen, not evaluated."""
-    out: list[int] = []
-    for i in range(n):
-        tok = int(np.argmax(logits))
-        if engine.is_eog(tok):
-            break
-        out.append(tok)
-        if i == n - 1:
-            break
-        logits = engine.forward([BatchToken(tok, pos + i, (seq,), True)])[0]
-    return out
-
-
-class _NoReuse:
-    name = "no_reuse"
-
-    def __init__(self, path: Path, n_ctx: int, decode: int) -> None:
-        self.engine = Engine(path, n_ctx=n_ctx, n_seq_max=1)
-        self.decode = decode
-
-    def step(self, prompt: list[int], session: str) -> StepRun:
-        t0 = time.perf_counter()
-        self.engine.clear()
-        pre = prefill_prompt(self.engine, 0, prompt)
-        out = _decode(self.engine, 0, pre.logits, len(prompt), self.decode)
-        ms = (time.perf_counter() - t0) * 1000
-        return StepRun(len(prompt) - pre.reused, ms, self.engine.detokenize(out))
-
-    def memory_bytes(self) -> int:
-        return 0
-
-    def disk_bytes(self) -> int:
-        return 0
-
-    def close(self) -> None:
-        self.engine.close()
-
-
-class _Toolweave:
-    name = "toolweave"
-
-    def __init__(self, path: Path, n_ctx: int, decode: int, directory: Path) -> None:
-        self.engine = Engine(path, n_ctx=n_ctx, n_seq_max=1)  # one slot, like the others
-        self.store = StateStore(directory)
-        self.decode = decode
-        self.peak_memory = 0
-        self.records: list[dict[str, Any]] = []
-
-    def step(self, prompt: list[int], session: str) -> StepRun:
-        t0 = time.perf_counter()
-        pre = self.store.prefill(self.engine, 0, prompt, self.decode, session=session)
-        out = _decode(self.engine, 0, pre.logits, len(prompt), self.decode)
-        ms = (time.perf_counter() - t0) * 1000
-        rec = self.store.last
-        if rec is not None:
-            self.records.append(asdict(rec))
-        self.peak_memory = max(self.peak_memory, self.store.memory_bytes())
-        return StepRun(len(prompt) - pre.reused, ms, self.engine.detokenize(out))
-
-    def memory_bytes(self) -> int:
-        return self.store.memory_bytes()
-
-    def disk_bytes(self) -> int:
-        self.store.flush()
-        return self.store.disk_bytes()
-
-    def close(self) -> None:
-        self.store.close()
-        self.engine.close()
 
 
 def _ideal_new(tokens: Sequence[list[int]]) -> list[int]:
@@ -163,7 +76,7 @@ def _previous_new(tokens: Sequence[list[int]]) -> list[int]:
 
 
 def _idle_probe(
-    tw: _Toolweave,
+    tw: ToolweaveConfig,
     trace: Sequence[TraceStep],
     prompts: Sequence[list[int]],
     probes: Sequence[int],
@@ -250,7 +163,7 @@ def _restart_probe(
     ideal: Sequence[int],
 ) -> dict[str, Any]:
     """A fresh engine and store over the same directory serve the agents' next requests."""
-    tw = _Toolweave(path, n_ctx, decode, directory)
+    tw = ToolweaveConfig(path, n_ctx, decode, directory)
     try:
         found = len(tw.store.checkpoints())
         runs = [tw.step(p, s.session) for p, s in zip(prompts, trace, strict=True)]
@@ -268,7 +181,7 @@ def _restart_probe(
 
 
 def _summary(
-    runs: dict[str, list[StepRun]], ideal: list[int], configs: Sequence[_Config]
+    runs: dict[str, list[StepRun]], ideal: list[int], configs: Sequence[ServingConfig]
 ) -> dict[str, Any]:
     out: dict[str, Any] = {}
     base = runs["no_reuse"]
@@ -385,7 +298,7 @@ def _run(
     restart_steps: int,
     idle_probes: int,
 ) -> dict[str, Any]:
-    tw = _Toolweave(path, n_ctx, decode, root / "toolweave")
+    tw = ToolweaveConfig(path, n_ctx, decode, root / "toolweave")
     texts = render_trace(trace, tw.engine.chat_template)
     all_prompts = [tw.engine.tokenize(t) for t in texts]
     too_long = [i for i, p in enumerate(all_prompts) if len(p) + decode > n_ctx]
@@ -394,8 +307,8 @@ def _run(
     n_main = len(trace) - restart_steps - idle_probes
     n_restart = n_main + restart_steps
     prompts, main = all_prompts[:n_main], trace[:n_main]
-    configs: list[_Config] = [
-        _NoReuse(path, n_ctx, decode),
+    configs: list[ServingConfig] = [
+        NoReuse(path, n_ctx, decode),
         LlamaCppCached("llama_cpp_ram", path, n_ctx, decode, None),
         LlamaCppCached("llama_cpp_disk", path, n_ctx, decode, root / "llama_disk"),
         tw,
@@ -443,7 +356,7 @@ def _run(
             ideal_all[n_main:n_restart],
         )
     with console.status("idle release"):
-        tw = _Toolweave(path, n_ctx, decode, root / "toolweave")
+        tw = ToolweaveConfig(path, n_ctx, decode, root / "toolweave")
         try:
             idle = _idle_probe(tw, trace, all_prompts, range(n_restart, len(trace)))
         finally:

@@ -102,15 +102,23 @@ SUITES: dict[str, Suite] = {
 # ---------------------------------------------------------------------- running
 def _bench_commands() -> dict[str, set[str]]:
     """The `toolweave bench` subcommands and the options each accepts."""
+    from typer import _click as click  # typer's groups are built on its own copy of click
+    from typer.core import TyperGroup
+
     from toolweave.adapters.cli.app import app  # the registrations live there
 
     root = typer.main.get_command(app)
-    bench = getattr(root, "commands", {}).get("bench")
-    commands = getattr(bench, "commands", {})
+    ctx = click.Context(root)
+    bench = root.get_command(ctx, "bench") if isinstance(root, TyperGroup) else None
+    if not isinstance(bench, TyperGroup):
+        return {}
+    # Through the group, which imports each (lazily registered) command.
+    bench_ctx = click.Context(bench, parent=ctx)
+    commands = {n: bench.get_command(bench_ctx, n) for n in bench.list_commands(bench_ctx)}
     return {
         name: {opt for p in cmd.params for opt in p.opts} | {"--json"}
         for name, cmd in commands.items()
-        if name != "all"
+        if name != "all" and cmd is not None
     }
 
 

@@ -11,24 +11,47 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 
+from toolweave.events import (
+    ArbiterDone,
+    ArbiterStart,
+    CallName,
+    FinalCall,
+    ModelDone,
+    ModelStart,
+    Note,
+    PlanDone,
+    PlanLine,
+    PlannerStart,
+    PromptCacheEvent,
+    ProvisionalCallEvent,
+    RunEvent,
+    TaskDone,
+    TaskStart,
+    ToolDone,
+    ToolReused,
+    ToolStart,
+)
+from toolweave.toolspec import ToolCall
+
 __all__ = ["RunTrace"]
 
 
-def _call_text(data: Mapping[str, Any]) -> str:
+def _call_text(call: ToolCall) -> str:
     args = ", ".join(
-        f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in dict(data["arguments"]).items()
+        f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in dict(call.arguments).items()
     )
-    return f"{data['name']}({args})"
+    return f"{call.name}({args})"
 
 
 class RunTrace:
-    """Collects run events; prints them live unless `quiet`."""
+    """Collects run events; prints them live unless `quiet`.
+
+    `events` holds each event as ``{"t": seconds, "kind": ..., **its fields}``."""
 
     def __init__(self, console: Console | None = None, *, quiet: bool = False) -> None:
         self.console = console or Console(highlight=False)
@@ -37,87 +60,91 @@ class RunTrace:
         self.events: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._messages = 0
-        self._cache: Mapping[str, Any] | None = None  # the state store's prefill, if any
+        self._cache: PromptCacheEvent | None = None  # the state store's prefill, if any
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.t0
 
-    def __call__(self, kind: str, data: Mapping[str, Any]) -> None:
+    def __call__(self, event: RunEvent) -> None:
         with self._lock:
             t = self.elapsed()
-            self.events.append({"t": round(t, 4), "kind": kind, **dict(data)})
-            line = self._line(kind, data)
+            self.events.append({"t": round(t, 4), "kind": event.kind, **event.to_json()})
+            line = self._line(event)
             if line and not self.quiet:
                 self.console.print(f"[dim]{t:7.2f}s[/dim] {line}")
 
     def note(self, text: str) -> None:
         """A free-form phase line (servers started, tools selected, ...)."""
-        self("note", {"text": text})
+        self(Note(text))
 
-    def _line(self, kind: str, data: Mapping[str, Any]) -> str | None:
-        if kind == "note":
-            return escape(str(data["text"]))
-        if kind == "prompt_cache":
-            self._cache = data
-            return (
-                f"  prompt cache ({data['source']}): {data['reused']} of "
-                f"{data['prompt_tokens']} tokens restored, {data['prefilled']} prefilled "
-                f"in {data['ms']:.0f} ms"
-                + (f"; state saved at token {data['saved_at']}" if data.get("saved_at") else "")
-            )
-        if kind == "model_start":
-            self._messages += 1
-            self._cache = None
-            return f"[bold]model[/bold] message {self._messages}: decoding ({data['mode']})"
-        if kind == "call_name":
-            return f"  tool chosen: [cyan]{escape(str(data['name']))}[/cyan]"
-        if kind == "provisional_call":
-            return f"  provisional call: {escape(_call_text(data))}"
-        if kind == "final_call":
-            return f"  final call: [cyan]{escape(_call_text(data))}[/cyan]"
-        if kind == "model_done":
-            s = data["stats"]
-            cached = s.get("cached_tokens", 0)
-            prompt_ms = s["prompt_ms"]
-            if self._cache is not None:  # the store prefilled the prompt before decoding
-                cached = self._cache["reused"]
-                prompt_ms += self._cache["ms"]
-            line = (
-                f"  message done: {s['prompt_tokens']} prompt tokens ({cached} from cache, "
-                f"{s['prompt_tokens'] - cached} prefilled in {prompt_ms:.0f} ms), "
-                f"{s['output_tokens']} output tokens in {s['decode_passes']} decode passes, "
-                f"{s['total_ms']:.0f} ms"
-            )
-            if data.get("text"):
-                line += f"\n  says: {escape(str(data['text']).strip()[:300])}"
-            return line
-        if kind == "tool_start":
-            how = "early, on the model's call" if data["early"] else "by the agent"
-            return f"  [green]tool {escape(str(data['name']))} started[/green] ({how})"
-        if kind == "tool_done":
-            status = "[red]failed[/red]" if data.get("error") else "finished"
-            return f"  tool {escape(str(data['name']))} {status} in {data['ms']:.0f} ms"
-        if kind == "planner_start":
-            return f"[bold]planner[/bold] round {data['round']}: writing the plan"
-        if kind == "plan_line":
-            return f"  plan line {data['index']}: {escape(str(data['tool']))}(...) ready"
-        if kind == "task_start":
-            return f"  [green]task {data['index']} {escape(str(data['tool']))} started[/green]"
-        if kind == "task_done":
-            status = "[red]failed[/red]" if data.get("error") else "finished"
-            obs = escape(str(data.get("observation", ""))[:120])
-            return f"  task {data['index']} {status} in {data['ms']:.0f} ms: {obs}"
-        if kind == "plan_done":
-            plan = escape(str(data["plan"]).strip()).replace("\n", "\n    ")
-            return f"  plan ({data['planner_s']:.1f} s):\n    {plan}"
-        if kind == "arbiter_start":
-            return "[bold]arbiter[/bold]: reading the results"
-        if kind == "arbiter_done":
-            verdict = "finish" if data["finish"] else "replan"
-            return f"  decision: {verdict}; thought: {escape(str(data['thought'])[:160])}"
-        if kind == "tool_reused":
-            return (
-                f"  agent reuses the early result of {escape(str(data['name']))} "
-                "(the tool is not run again)"
-            )
+    def _line(self, event: RunEvent) -> str | None:
+        match event:
+            case Note(text=text):
+                return escape(text)
+            case PromptCacheEvent():
+                self._cache = event
+                return (
+                    f"  prompt cache ({event.source}): {event.reused} of "
+                    f"{event.prompt_tokens} tokens restored, {event.prefilled} prefilled "
+                    f"in {event.ms:.0f} ms"
+                    + (f"; state saved at token {event.saved_at}" if event.saved_at else "")
+                )
+            case ModelStart(mode=mode):
+                self._messages += 1
+                self._cache = None
+                return f"[bold]model[/bold] message {self._messages}: decoding ({mode})"
+            case CallName(name=name):
+                return f"  tool chosen: [cyan]{escape(name)}[/cyan]"
+            case ProvisionalCallEvent(call=call):
+                return f"  provisional call: {escape(_call_text(call))}"
+            case FinalCall(call=call):
+                return f"  final call: [cyan]{escape(_call_text(call))}[/cyan]"
+            case ModelDone():
+                return self._done_line(event)
+            case ToolStart(call=call, early=early):
+                how = "early, on the model's call" if early else "by the agent"
+                return f"  [green]tool {escape(call.name)} started[/green] ({how})"
+            case ToolDone():
+                status = "[red]failed[/red]" if event.error else "finished"
+                return f"  tool {escape(event.name)} {status} in {event.ms:.0f} ms"
+            case PlannerStart(round=n):
+                return f"[bold]planner[/bold] round {n}: writing the plan"
+            case PlanLine(index=index, tool=tool):
+                return f"  plan line {index}: {escape(tool)}(...) ready"
+            case TaskStart(index=index, tool=tool):
+                return f"  [green]task {index} {escape(tool)} started[/green]"
+            case TaskDone():
+                status = "[red]failed[/red]" if event.error else "finished"
+                obs = escape(event.observation[:120])
+                return f"  task {event.index} {status} in {event.ms:.0f} ms: {obs}"
+            case PlanDone(plan=plan, planner_s=planner_s):
+                shown = escape(plan.strip()).replace("\n", "\n    ")
+                return f"  plan ({planner_s:.1f} s):\n    {shown}"
+            case ArbiterStart():
+                return "[bold]arbiter[/bold]: reading the results"
+            case ArbiterDone(finish=finish, thought=thought):
+                verdict = "finish" if finish else "replan"
+                return f"  decision: {verdict}; thought: {escape(thought[:160])}"
+            case ToolReused(call=call):
+                return (
+                    f"  agent reuses the early result of {escape(call.name)} "
+                    "(the tool is not run again)"
+                )
         return None
+
+    def _done_line(self, event: ModelDone) -> str:
+        s = event.stats
+        cached = s.cached_tokens
+        prompt_ms = s.prompt_ms
+        if self._cache is not None:  # the store prefilled the prompt before decoding
+            cached = self._cache.reused
+            prompt_ms += self._cache.ms
+        line = (
+            f"  message done: {s.prompt_tokens} prompt tokens ({cached} from cache, "
+            f"{s.prompt_tokens - cached} prefilled in {prompt_ms:.0f} ms), "
+            f"{s.output_tokens} output tokens in {s.decode_passes} decode passes, "
+            f"{s.total_ms:.0f} ms"
+        )
+        if event.text:
+            line += f"\n  says: {escape(event.text.strip()[:300])}"
+        return line

@@ -12,7 +12,7 @@ compares decode passes and time.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
     from toolweave.adapters.cli.display import RunTrace
     from toolweave.adapters.mcp.client import MCPHub
+    from toolweave.events import RunEvent
     from toolweave.native.states.store import StateStore
 
 __all__ = ["run"]
@@ -91,9 +92,12 @@ def run(
     from toolweave.adapters.langchain.tools import to_langchain
     from toolweave.adapters.mcp.client import MCPHub, ServerConfig, demo_server_configs
     from toolweave.errors import ToolweaveError
+    from toolweave.modes import MODES, check_mode
 
     if agent not in ("plan", "react"):
         raise typer.BadParameter(f"--agent must be plan or react, got {agent!r}")
+    # Before any server starts: the chat model offers every mode but llama.cpp's grammar.
+    check_mode(mode, offered=[m for m in MODES if m != "grammar"])
     console = Console(highlight=False, stderr=as_json)
     trace = RunTrace(console, quiet=as_json)
     try:
@@ -119,7 +123,7 @@ def run(
             if agent == "plan":
                 examples = [] if server else _nearest_examples(_demo_examples(), request)
                 answer, summary, calls = _run_plan(
-                    hub, request, model, max_tokens, examples, trace, store
+                    hub, request, model, mode, max_tokens, examples, trace, store
                 )
                 messages: list[BaseMessage] = []
             else:
@@ -219,7 +223,7 @@ def _nearest_examples(
 ) -> list[tuple[str, str]]:
     """The `k` examples whose requests are most like `request` (ToolRAG's embedder),
     the most similar last: a tiny Planner copies the example nearest the query."""
-    from toolweave.prompting.toolrag import default_embedder
+    from toolweave.prompting.training import default_embedder
 
     if len(examples) <= k:
         return list(examples)
@@ -234,6 +238,7 @@ def _run_plan(
     hub: MCPHub,
     request: str,
     model: str | None,
+    mode: str,
     max_tokens: int,
     examples: Sequence[tuple[str, str]],
     trace: RunTrace,
@@ -241,22 +246,27 @@ def _run_plan(
 ) -> tuple[str, dict[str, Any], list[LLMCall]]:
     from toolweave.adapters.langchain.chat_model import ChatToolweave
     from toolweave.adapters.langchain.plan_agent import PlanOutAgent
+    from toolweave.events import ModelDone, PromptCacheEvent
 
     done: list[dict[str, Any]] = []  # the cost of each model message, in order
     cache_ms = [0.0]  # the state store's prefill before the message being decoded
 
-    def observe(kind: str, data: Mapping[str, Any]) -> None:
-        trace(kind, data)
-        if kind == "prompt_cache":
-            cache_ms[0] = data["ms"]
-        elif kind == "model_done":
-            stats = data["stats"]
-            ms = cache_ms[0] + stats["prompt_ms"] + stats["total_ms"]
-            done.append({"stats": stats, "ms": ms, "text": data.get("text", "")})
+    def observe(event: RunEvent) -> None:
+        trace(event)
+        if isinstance(event, PromptCacheEvent):
+            cache_ms[0] = event.ms
+        elif isinstance(event, ModelDone):
+            stats = event.stats
+            ms = cache_ms[0] + stats.prompt_ms + stats.total_ms
+            done.append({"stats": stats.to_dict(), "ms": ms, "text": event.text})
             cache_ms[0] = 0.0
 
     chat = ChatToolweave(
-        model=model, max_tokens=max(max_tokens, 256), observer=observe, state_store=store
+        model=model,
+        mode=mode,
+        max_tokens=max(max_tokens, 256),
+        observer=observe,
+        state_store=store,
     )
     agent = PlanOutAgent(chat, hub.tools, examples=examples, observer=trace)
     result = agent.run(request)

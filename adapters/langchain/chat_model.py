@@ -23,83 +23,60 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.language_models.chat_models import LangSmithParams
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
-from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict, Field, PrivateAttr
 
+from toolweave.adapters.langchain.caches import CallerCache, shared_engine
 from toolweave.adapters.langchain.messages import (
     ai_message,
+    final_chunk,
     message_text,
     split_system,
     template_messages,
-    usage_metadata,
 )
 from toolweave.adapters.langchain.provisional import active_runner
+from toolweave.adapters.langchain.request_plan import (
+    RequestPlan,
+    calls_since_user,
+    openai_tool,
+    plan_request,
+    repeats,
+    tool_choice_name,
+)
 from toolweave.adapters.langchain.stream import CallStreamer
 from toolweave.adapters.langchain.structured import structured_output_runnable
-from toolweave.adapters.langchain.tools import annotations_from_langchain
 from toolweave.errors import ToolSpecError, ToolweaveError
-from toolweave.events import CallEvent
+from toolweave.events import (
+    CallEvent,
+    CallName,
+    FinalCall,
+    ModelDone,
+    ModelStart,
+    Observer,
+    PromptCacheEvent,
+    ProvisionalCallEvent,
+)
 from toolweave.formats import format_for_chat_template
 from toolweave.grammar.call import arguments_schema
-from toolweave.models import resolve_model
 from toolweave.modes import MODES, check_mode
 from toolweave.native.caller import ToolCaller
 from toolweave.native.chat import chat_tokens
 from toolweave.native.decode.exspec import exspec_table, generate_with_exspec
 from toolweave.native.decode.text import first_token, generate_text
 from toolweave.native.engine import Engine
-from toolweave.readonly import with_read_only
 from toolweave.results import CallResult
 from toolweave.toolspec import ToolSpec
 
 __all__ = ["ChatToolweave"]
-
-_ENGINES: dict[tuple[str, int], Engine] = {}
-_ENGINES_LOCK = threading.Lock()
-
-
-def shared_engine(model: str | None, n_ctx: int) -> Engine:
-    """One engine per (model file, context size) in this process."""
-    path = str(resolve_model(model))
-    with _ENGINES_LOCK:
-        engine = _ENGINES.get((path, n_ctx))
-        if engine is None:
-            engine = Engine(path, n_ctx=n_ctx)
-            _ENGINES[(path, n_ctx)] = engine
-        return engine
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """What one request decodes: tool calls, text, or JSON under a schema."""
-
-    kind: Literal["call", "text", "json", "auto", "grammar"]
-    specs: tuple[ToolSpec, ...] = ()
-    schema: Mapping[str, Any] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-def _tool_choice_name(choice: Any) -> str | None:
-    if isinstance(choice, Mapping):
-        fn = choice.get("function")
-        name = fn.get("name") if isinstance(fn, Mapping) else choice.get("name")
-        return str(name) if name else None
-    if isinstance(choice, str) and choice not in ("auto", "none", "any", "required"):
-        return choice
-    return None
 
 
 class ChatToolweave(BaseChatModel):
@@ -119,8 +96,8 @@ class ChatToolweave(BaseChatModel):
     #: so greedy output can differ from a cold start on near-ties; False prefills every
     #: prompt from scratch (same request, same answer, whatever ran before).
     reuse_prompt_cache: bool = True
-    #: Called as observer(kind, data) for each decoding phase (live displays, traces).
-    observer: Callable[[str, Mapping[str, Any]], None] | None = Field(default=None, exclude=True)
+    #: Called with each decoding phase's event (live displays, traces).
+    observer: Observer | None = Field(default=None, exclude=True)
     #: Saved prompt states (a `toolweave.native.states.store.StateStore`) shared by requests
     #: and, with a directory, by later processes: each prompt starts from the longest
     #: saved prefix. None keeps only the engine's live cache. Needs reuse_prompt_cache.
@@ -128,8 +105,7 @@ class ChatToolweave(BaseChatModel):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    _callers: OrderedDict[str, ToolCaller] = PrivateAttr(default_factory=OrderedDict)
-    _callers_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _callers: CallerCache = PrivateAttr(default_factory=CallerCache)
 
     def model_post_init(self, context: Any, /) -> None:
         check_mode(self.mode, offered=[m for m in MODES if m != "grammar"])
@@ -174,12 +150,12 @@ class ChatToolweave(BaseChatModel):
         **kwargs: Any,
     ) -> Runnable[LanguageModelInput, AIMessage]:
         """Bind tools (LangChain tools, functions, pydantic models or JSON schemas)."""
-        formatted = [_openai_tool(t) for t in tools]
+        formatted = [openai_tool(t) for t in tools]
         specs = [ToolSpec.from_dict(t) for t in formatted]  # reject bad schemas now
         names = [s.name for s in specs]
         if tool_choice is True:
             tool_choice = "required" if len(specs) != 1 else names[0]
-        wanted = _tool_choice_name(tool_choice)
+        wanted = tool_choice_name(tool_choice)
         if wanted is not None and wanted not in names:
             raise ToolSpecError(wanted, f"tool_choice names a tool that is not bound ({names})")
         if parallel_tool_calls is not None:
@@ -201,50 +177,23 @@ class ChatToolweave(BaseChatModel):
             return super().with_structured_output(schema, include_raw=include_raw, **kwargs)
         return structured_output_runnable(self, schema, method=method, include_raw=include_raw)
 
-    # ------------------------------------------------------------ planning a request
-    def _plan(
-        self,
-        tools: Sequence[Mapping[str, Any]] | None,
-        tool_choice: Any,
-        response_format: Mapping[str, Any] | None,
-        grammar: str | None = None,
-    ) -> _Plan:
-        if grammar is not None:
-            return _Plan("grammar", extra={"grammar": grammar})
-        if response_format is not None:
-            return _Plan("json", schema=_response_schema(response_format))
-        # Read-only tools (annotations, then name and description) get provisional calls.
-        specs = tuple(with_read_only([ToolSpec.from_dict(t) for t in tools or ()]))
-        if not specs or tool_choice == "none":
-            return _Plan("text")
-        wanted = _tool_choice_name(tool_choice)
-        if wanted is not None:
-            return _Plan("call", tuple(s for s in specs if s.name == wanted))
-        if tool_choice in ("any", "required"):
-            return _Plan("call", specs)
-        return _Plan("auto", specs)
-
+    # ------------------------------------------------------------ decoding a request
     def _caller(
         self, specs: Sequence[ToolSpec], system: str | None, max_calls: int | None
     ) -> ToolCaller:
-        key = json.dumps([[s.to_dict() for s in specs], system, max_calls], sort_keys=True)
-        with self._callers_lock:
-            caller = self._callers.get(key)
-            if caller is None:
-                caller = ToolCaller(
-                    self.engine,
-                    specs,
-                    fmt=self.call_format,
-                    max_calls=max_calls,
-                    max_tokens=self.max_tokens,
-                    system=system,
-                )
-                self._callers[key] = caller
-                while len(self._callers) > 16:
-                    self._callers.popitem(last=False)
-            else:
-                self._callers.move_to_end(key)
-            return caller
+        return self._callers.get(
+            specs,
+            system,
+            max_calls,
+            lambda: ToolCaller(
+                self.engine,
+                specs,
+                fmt=self.call_format,
+                max_calls=max_calls,
+                max_tokens=self.max_tokens,
+                system=system,
+            ),
+        )
 
     def _render(self, system: str | None, messages: Sequence[BaseMessage]) -> list[int]:
         eng = self.engine
@@ -254,11 +203,10 @@ class ChatToolweave(BaseChatModel):
             msgs.insert(0, {"role": "system", "content": system})
         return chat_tokens(eng, msgs)
 
-    # ------------------------------------------------------------ decoding
     def _grammar_text(
         self,
         prompt: list[int],
-        plan: _Plan,
+        plan: RequestPlan,
         rest: Sequence[BaseMessage],
         kwargs: Mapping[str, Any],
     ) -> Iterator[CallEvent]:
@@ -286,7 +234,7 @@ class ChatToolweave(BaseChatModel):
         self, messages: Sequence[BaseMessage], **kwargs: Any
     ) -> Iterator[tuple[CallEvent, ToolCaller | None]]:
         """Decode the response; events of the tool caller (None for text and JSON)."""
-        plan = self._plan(
+        plan = plan_request(
             kwargs.get("tools"),
             kwargs.get("tool_choice"),
             kwargs.get("response_format"),
@@ -328,13 +276,13 @@ class ChatToolweave(BaseChatModel):
                 self._restore(eng, caller.prompt_tokens(msgs))
             text = plan.kind == "auto" and not self._wants_call(caller, rest, msgs)
             if not text and plan.kind == "auto" and self.auto_calls == "user_turn":
-                earlier = _calls_since_user(rest)
+                earlier = calls_since_user(rest)
                 if earlier:
                     # After tool results: a call repeating one already answered would
                     # loop; the model answers in text instead (events held until known).
                     held = list(caller.events(msgs, self.mode))
                     result = held[-1].result
-                    if result is None or not _repeats(result, earlier):
+                    if result is None or not repeats(result, earlier):
                         yield from ((ev, caller) for ev in held)
                         return
                     text = True
@@ -367,15 +315,14 @@ class ChatToolweave(BaseChatModel):
         record = self.state_store.last
         if self.observer is not None and record is not None:
             self.observer(
-                "prompt_cache",
-                {
-                    "prompt_tokens": record.prompt_tokens,
-                    "reused": record.reused,
-                    "prefilled": record.prefilled,
-                    "source": record.source,
-                    "saved_at": record.saved_at,
-                    "ms": record.prompt_ms,
-                },
+                PromptCacheEvent(
+                    prompt_tokens=record.prompt_tokens,
+                    reused=record.reused,
+                    prefilled=record.prefilled,
+                    source=record.source,
+                    saved_at=record.saved_at,
+                    ms=record.prompt_ms,
+                )
             )
 
     def _wants_call(
@@ -421,7 +368,7 @@ class ChatToolweave(BaseChatModel):
             self._observe(ev)
             for chunk in streamer.feed(ev, caller):
                 if ev.kind == "done" and ev.result is not None:
-                    chunk = _final_chunk(chunk, ev.result, self.model_name)
+                    chunk = final_chunk(chunk, ev.result, self.model_name)
                 if run_manager and isinstance(chunk.content, str) and chunk.content:
                     run_manager.on_llm_new_token(
                         chunk.content, chunk=ChatGenerationChunk(message=chunk)
@@ -430,27 +377,19 @@ class ChatToolweave(BaseChatModel):
 
     def _observe_start(self) -> None:
         if self.observer is not None:
-            self.observer("model_start", {"mode": self.mode})
+            self.observer(ModelStart(self.mode))
 
     def _observe(self, ev: CallEvent) -> None:
         if self.observer is None:
             return
         if ev.kind == "name":
-            self.observer("call_name", {"name": ev.name, "t_ms": ev.t_ms})
-        elif ev.kind in ("provisional", "call") and ev.call is not None:
-            kind = "provisional_call" if ev.kind == "provisional" else "final_call"
-            self.observer(kind, {**ev.call.to_dict(), "t_ms": ev.t_ms})
+            self.observer(CallName(ev.name or "", ev.t_ms))
+        elif ev.kind == "provisional" and ev.call is not None:
+            self.observer(ProvisionalCallEvent(ev.call, ev.t_ms))
+        elif ev.kind == "call" and ev.call is not None:
+            self.observer(FinalCall(ev.call, ev.t_ms))
         elif ev.kind == "done" and ev.result is not None:
-            r = ev.result
-            self.observer(
-                "model_done",
-                {
-                    "stats": r.stats.to_dict(),
-                    "calls": [c.to_dict() for c in r.calls],
-                    "text": "" if r.calls else r.text,
-                    "finish_reason": r.finish_reason,
-                },
-            )
+            self.observer(ModelDone.of(ev.result))
 
     async def _agenerate(
         self,
@@ -484,58 +423,3 @@ def _opening_tokens(engine: Engine, opener: str) -> list[int]:
         return []
     first = engine.tokenize(opener, parse_special=True)[:1]
     return first
-
-
-def _calls_since_user(messages: Sequence[BaseMessage]) -> list[tuple[str, str]]:
-    """The (name, arguments) of every tool call made since the last user message."""
-    out: list[tuple[str, str]] = []
-    for m in reversed(messages):
-        if isinstance(m, HumanMessage):
-            break
-        if isinstance(m, AIMessage):
-            out.extend((c["name"], json.dumps(c["args"], sort_keys=True)) for c in m.tool_calls)
-    return out
-
-
-def _repeats(result: CallResult, earlier: Sequence[tuple[str, str]]) -> bool:
-    seen = set(earlier)
-    return any(
-        (c.name, json.dumps(dict(c.arguments), sort_keys=True)) in seen for c in result.calls
-    )
-
-
-def _openai_tool(tool: Mapping[str, Any] | type | Callable[..., Any] | BaseTool) -> dict[str, Any]:
-    """OpenAI tool format, keeping a LangChain tool's read-only hints as annotations."""
-    formatted = convert_to_openai_tool(tool)
-    if isinstance(tool, BaseTool):
-        hints = annotations_from_langchain(tool)
-        if hints:
-            formatted["function"]["annotations"] = hints
-    return formatted
-
-
-def _final_chunk(chunk: AIMessageChunk, result: CallResult, model_name: str) -> AIMessageChunk:
-    finish = result.finish_reason
-    if result.calls and finish == "stop":
-        finish = "tool_calls"
-    return AIMessageChunk(
-        content=chunk.content,
-        tool_call_chunks=chunk.tool_call_chunks,
-        usage_metadata=usage_metadata(result),
-        response_metadata={"model_name": model_name, "finish_reason": finish, "mode": result.mode},
-        chunk_position="last",
-    )
-
-
-def _response_schema(response_format: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The JSON schema of an OpenAI-style ``response_format`` (or a bare schema)."""
-    kind = response_format.get("type")
-    if kind == "json_object":
-        return {"type": "object"}
-    if kind == "json_schema":
-        inner = response_format.get("json_schema", {})
-        schema = inner.get("schema", inner) if isinstance(inner, Mapping) else None
-        if not isinstance(schema, Mapping):
-            raise ToolSpecError("response_format", "json_schema needs a 'schema' object")
-        return schema
-    return response_format

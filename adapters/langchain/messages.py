@@ -17,6 +17,7 @@ from typing import Any
 
 from langchain_core.messages import (
     AIMessage,
+    AIMessageChunk,
     BaseMessage,
     HumanMessage,
     SystemMessage,
@@ -33,6 +34,7 @@ from toolweave.toolspec import ToolCall as TwCall
 __all__ = [
     "ai_message",
     "call_id",
+    "final_chunk",
     "message_text",
     "split_system",
     "template_messages",
@@ -149,4 +151,18 @@ def ai_message(
             "stats": result.stats.to_dict(),
             "provisional": [json.loads(json.dumps(c.to_dict())) for c in result.provisional],
         },
+    )
+
+
+def final_chunk(chunk: AIMessageChunk, result: CallResult, model_name: str) -> AIMessageChunk:
+    """The last chunk of a stream: `chunk` with the response's usage and metadata."""
+    finish = result.finish_reason
+    if result.calls and finish == "stop":
+        finish = "tool_calls"
+    return AIMessageChunk(
+        content=chunk.content,
+        tool_call_chunks=chunk.tool_call_chunks,
+        usage_metadata=usage_metadata(result),
+        response_metadata={"model_name": model_name, "finish_reason": finish, "mode": result.mode},
+        chunk_position="last",
     )

@@ -16,8 +16,8 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -27,9 +27,21 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessageChunk
 
 from toolweave.adapters.langchain.chat_model import ChatToolweave
+from toolweave.events import (
+    ArbiterDone,
+    ArbiterStart,
+    Observer,
+    PlanDone,
+    PlanLine,
+    PlannerStart,
+    RunEvent,
+    TaskDone,
+    TaskStart,
+)
 from toolweave.plan.executor import PlanRun, TaskEvent, execute_plan
-from toolweave.plan.format import PlanStreamParser, PlanTask
+from toolweave.plan.format import PlanTask
 from toolweave.plan.grammar import arbiter_grammar, plan_grammar
+from toolweave.plan.parse import PlanStreamParser
 from toolweave.plan.prompts import (
     ARBITER_EXAMPLES,
     ArbiterDecision,
@@ -40,8 +52,6 @@ from toolweave.plan.prompts import (
 from toolweave.tools import Tool
 
 __all__ = ["PlanOutAgent", "PlanOutResult", "PlanRound"]
-
-Observer = Callable[[str, Mapping[str, Any]], None]
 
 
 @dataclass(frozen=True)
@@ -67,7 +77,6 @@ class PlanOutResult:
     rounds: tuple[PlanRound, ...]
     total_s: float
     finished: bool = True
-    events: list[dict[str, Any]] = field(default_factory=list)
 
 
 class PlanOutAgent:
@@ -129,7 +138,7 @@ class PlanOutAgent:
         rounds: list[PlanRound] = []
         previous: list[tuple[str, str]] = []
         for n in range(1, self.max_rounds + 1):
-            self._emit("planner_start", {"round": n})
+            self._emit(PlannerStart(n))
             round_ = await self._round(query, previous)
             rounds.append(round_)
             if round_.decision.finish:
@@ -158,7 +167,7 @@ class PlanOutAgent:
             async for delta in self._stream_text(msgs, self._plan_kwargs):
                 text_parts.append(delta)
                 for task in parser.feed(delta):
-                    self._emit("plan_line", {"index": task.index, "tool": task.tool})
+                    self._emit(PlanLine(task.index, task.tool))
                     yield task
             planner_done.append(time.perf_counter())
             parser.close()
@@ -168,19 +177,16 @@ class PlanOutAgent:
         )
         plan_text = "".join(text_parts)
         planner_s = (planner_done[0] if planner_done else time.perf_counter()) - t0
-        self._emit("plan_done", {"plan": plan_text, "ok": run.ok, "planner_s": planner_s})
+        self._emit(PlanDone(plan_text, run.ok, planner_s))
         t1 = time.perf_counter()
-        self._emit("arbiter_start", {})
+        self._emit(ArbiterStart())
         arbiter_msgs = arbiter_messages(query, plan_text, run.observations_text())
         arbiter_text = "".join(
             [d async for d in self._stream_text(arbiter_msgs, self._arbiter_kwargs)]
         )
         decision = parse_arbiter(arbiter_text)
         arbiter_s = time.perf_counter() - t1
-        self._emit(
-            "arbiter_done",
-            {"finish": decision.finish, "answer": decision.answer, "thought": decision.thought},
-        )
+        self._emit(ArbiterDone(decision.finish, decision.answer, decision.thought))
         return PlanRound(
             plan_text, run, arbiter_text, decision, planner_s, arbiter_s,
             tuple(msgs), tuple(arbiter_msgs),
@@ -226,20 +232,19 @@ class PlanOutAgent:
 
     def _task_event(self, event: TaskEvent) -> None:
         if event.kind == "started":
-            self._emit("task_start", {"index": event.task.index, "tool": event.task.tool})
+            self._emit(TaskStart(event.task.index, event.task.tool))
         elif event.record is not None:
             r = event.record
             self._emit(
-                "task_done",
-                {
-                    "index": r.task.index,
-                    "tool": r.task.tool,
-                    "error": r.failed,
-                    "ms": (r.finished - r.started) * 1000,
-                    "observation": r.observation.observation()[:200],
-                },
+                TaskDone(
+                    index=r.task.index,
+                    tool=r.task.tool,
+                    error=r.failed,
+                    ms=(r.finished - r.started) * 1000,
+                    observation=r.observation.observation()[:200],
+                )
             )
 
-    def _emit(self, kind: str, data: Mapping[str, Any]) -> None:
+    def _emit(self, event: RunEvent) -> None:
         if self.observer is not None:
-            self.observer(kind, data)
+            self.observer(event)

@@ -35,6 +35,7 @@ from langchain_core.tools import BaseTool
 from langgraph.types import Command
 
 from toolweave.adapters.langchain.tools import from_langchain
+from toolweave.events import Observer, ToolDone, ToolReused, ToolStart
 from toolweave.readonly import classify_tool
 from toolweave.toolspec import ToolCall
 
@@ -79,7 +80,7 @@ class ProvisionalRunner:
     tools: Mapping[str, BaseTool]
     read_only: frozenset[str]
     timeout: float = 60.0
-    observer: Callable[[str, Mapping[str, Any]], None] | None = None
+    observer: Observer | None = None
     runs: list[ProvisionalRun] = field(default_factory=list)
     _defaults: dict[str, dict[str, Any]] = field(default_factory=dict)
     _pending: dict[str, list[ProvisionalRun]] = field(default_factory=dict)
@@ -119,7 +120,7 @@ class ProvisionalRunner:
             "type": "tool_call",
         }
         if self.observer is not None:
-            self.observer("tool_start", {**run.call.to_dict(), "early": True})
+            self.observer(ToolStart(run.call, early=True))
         try:
             out = tool.invoke(shaped)
             message = (
@@ -138,9 +139,7 @@ class ProvisionalRunner:
     def _finished(self, run: ProvisionalRun, error: bool) -> None:
         if self.observer is not None:
             ms = ((run.finished or run.started) - run.started) * 1000
-            self.observer(
-                "tool_done", {"name": run.call.name, "ms": ms, "early": True, "error": error}
-            )
+            self.observer(ToolDone(run.call.name, ms, early=True, error=error))
 
     def claim(self, name: str, arguments: Mapping[str, Any]) -> ProvisionalRun | None:
         """Take the early run of exactly this call, if there is one."""
@@ -194,7 +193,7 @@ class ProvisionalToolMiddleware(AgentMiddleware):
         *,
         overrides: Mapping[str, bool] | None = None,
         timeout: float = 60.0,
-        observer: Callable[[str, Mapping[str, Any]], None] | None = None,
+        observer: Observer | None = None,
     ):
         super().__init__()
         self.overrides = dict(overrides or {})
@@ -262,9 +261,7 @@ class ProvisionalToolMiddleware(AgentMiddleware):
 
     def _tool_start(self, call: Any) -> float:
         if self.observer is not None:
-            self.observer(
-                "tool_start", {"name": call["name"], "arguments": call["args"], "early": False}
-            )
+            self.observer(ToolStart(ToolCall(call["name"], call["args"]), early=False))
         return time.perf_counter()
 
     def _record(
@@ -272,13 +269,11 @@ class ProvisionalToolMiddleware(AgentMiddleware):
     ) -> None:
         if self.observer is not None:
             if early:
-                self.observer("tool_reused", {"name": call["name"], "arguments": call["args"]})
+                self.observer(ToolReused(ToolCall(call["name"], call["args"])))
             else:
                 error = isinstance(out, ToolMessage) and out.status == "error"
                 ms = (finished - started) * 1000
-                self.observer(
-                    "tool_done", {"name": call["name"], "ms": ms, "early": False, "error": error}
-                )
+                self.observer(ToolDone(call["name"], ms, early=False, error=error))
         done = self.message_done[-1] if self.message_done else None
         self.executions.append(
             ToolExecution(call["name"], dict(call["args"]), started, finished, done, early)

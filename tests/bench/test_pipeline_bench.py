@@ -24,8 +24,9 @@ from toolweave.models import default_model_path
 from toolweave.native.calibration import engine_costs
 from toolweave.native.engine import Engine
 from toolweave.native.states.prefixes import PrefixStates
-from toolweave.plan.format import Plan, PlanTask, TaskRef, parse_plan
+from toolweave.plan.format import Plan, PlanTask, TaskRef
 from toolweave.plan.grammar import arbiter_grammar, plan_grammar
+from toolweave.plan.parse import parse_plan
 from toolweave.plan.prompts import ARBITER_EXAMPLES, arbiter_messages
 from toolweave.prompting.promptweaver import fit_weavers
 from toolweave.prompting.toolrag import ToolRAG

@@ -16,9 +16,9 @@ from toolweave.adapters.langchain.chat_model import ChatToolweave
 from toolweave.adapters.langchain.plan_agent import PlanOutAgent
 from toolweave.adapters.mcp.client import MCPHub, demo_server_configs
 from toolweave.native.constraints import TokenMatcher, vocabulary_for
-from toolweave.native.decode.exspec import forget_acceptance
-from toolweave.plan.format import parse_plan
+from toolweave.native.learning import forget_acceptance
 from toolweave.plan.grammar import arbiter_grammar, plan_grammar
+from toolweave.plan.parse import parse_plan
 from toolweave.plan.prompts import parse_arbiter
 
 
@@ -53,7 +53,7 @@ def test_pipeline_completes_a_multi_step_request_on_the_embedded_model(
         ChatToolweave(max_tokens=256),
         weather_hub.tools,
         examples=plan_examples(),
-        observer=lambda kind, data: events.append((kind, dict(data))),
+        observer=lambda event: events.append((event.kind, event.to_json())),
     )
     result = agent.run("What's the weather in London and in Paris right now?")
     first = result.rounds[0]

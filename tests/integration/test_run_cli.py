@@ -96,3 +96,20 @@ def test_a_second_run_starts_from_the_first_runs_saved_prompt_states(tmp_path: P
     assert [r["message"] for r in rows] == ["1 planner", "1 arbiter"]
     assert all(r["same_calls"] for r in rows)
     assert again["compare"]["speedup"] > 1.5
+
+
+def test_plan_agent_run_decodes_with_the_given_mode(tmp_path: Path) -> None:
+    proc = toolweave(
+        "run", "What's the weather in London right now?", "--demo", "weather",
+        "--state-dir", tmp_path, "--mode", "constrained", "--json",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads(proc.stdout)
+    modes = [e["mode"] for e in doc["events"] if e["kind"] == "model_start"]
+    assert modes and set(modes) == {"constrained"}, modes
+
+
+def test_run_rejects_an_unknown_mode_with_one_line() -> None:
+    proc = toolweave("run", "hi", "--mode", "nope")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "nope" in proc.stderr

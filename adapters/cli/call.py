@@ -1,0 +1,108 @@
+"""`toolweave call --tools FILE --query TEXT`: one tool call from the local model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from toolweave.formats import FORMATS, get_format
+from toolweave.models import MODELS, resolve_model
+from toolweave.modes import MODES, check_mode
+from toolweave.toolspec import ToolCall, ToolSpec, load_tools_file
+
+if TYPE_CHECKING:
+    from toolweave.native.engine import Engine
+    from toolweave.results import CallResult
+
+__all__ = ["call", "open_engine", "render_result"]
+
+#: Context window of `call`: room for a long tool prompt, never past what the model saw.
+CALL_CONTEXT = 8192
+
+_MODEL_HELP = f"GGUF path or model name ({', '.join(MODELS)}); default: the embedded SmolLM2."
+
+
+def open_engine(model: str | None, n_ctx: int = CALL_CONTEXT) -> Engine:
+    """Load `model` (a path or a known name) with a context of `n_ctx`, capped at the
+    model's training context."""
+    from toolweave.native.engine import Engine
+
+    engine = Engine(resolve_model(model), n_ctx=n_ctx)
+    if 0 < engine.n_ctx_train < n_ctx:
+        path = engine.model_path
+        engine.close()
+        engine = Engine(path, n_ctx=engine.n_ctx_train)
+    return engine
+
+
+def call(
+    tools: Annotated[Path, typer.Option("--tools", help="JSON file with a list of tools.")],
+    query: Annotated[str, typer.Option("--query", help="The user request.")],
+    mode: Annotated[
+        str, typer.Option("--mode", help=f"Decoding mode: {', '.join(MODES)}.")
+    ] = "constrained",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    model: Annotated[str | None, typer.Option("--model", help=_MODEL_HELP)] = None,
+    fmt: Annotated[
+        str | None,
+        typer.Option("--format", help=f"Call format ({', '.join(FORMATS)}); default: the model's."),
+    ] = None,
+    max_calls: Annotated[
+        int, typer.Option("--max-calls", min=0, help="Most calls in the answer (0: no limit).")
+    ] = 1,
+    max_tokens: Annotated[
+        int, typer.Option("--max-tokens", min=1, help="Most tokens in the answer.")
+    ] = 512,
+) -> None:
+    """Answer QUERY with a tool call from TOOLS."""
+    # Imported here: llama.cpp loads in this process only when a call is made.
+    from toolweave.native.caller import ToolCaller
+
+    specs = _check_call_inputs(tools, mode, fmt)
+    with open_engine(model) as engine:
+        caller = ToolCaller(
+            engine, specs, fmt=fmt, max_calls=max_calls or None, max_tokens=max_tokens
+        )
+        result = caller.call(query, mode)
+    if as_json:
+        print(json.dumps(result.to_json(), ensure_ascii=False))
+    else:
+        render_result(result, Console(highlight=False, soft_wrap=True))
+
+
+def _check_call_inputs(tools: Path, mode: str, fmt: str | None) -> tuple[ToolSpec, ...]:
+    """Everything checkable before the model loads, so bad input fails fast."""
+    specs = load_tools_file(tools)
+    check_mode(mode)
+    if fmt is not None:
+        get_format(fmt)
+    return specs
+
+
+def render_result(result: CallResult, console: Console) -> None:
+    """The calls, provisional calls and invalid output, then one line of stats."""
+    for c in result.provisional:
+        console.print(f"[dim]provisional[/dim] {_call_text(c)}")
+    for c in result.calls:
+        console.print(f"[bold green]call[/bold green] {_call_text(c)}")
+    for bad in result.invalid:
+        console.print(f"[bold red]invalid[/bold red] {escape(bad.error)}: {escape(bad.text)}")
+    if not result.calls and not result.invalid:
+        console.print(f"[yellow]no call[/yellow] {escape(result.text)}")
+    s = result.stats
+    tool_at = "-" if s.time_to_tool_ms is None else f"{s.time_to_tool_ms:.0f} ms"
+    console.print(
+        f"[dim]{result.mode}: {s.forward_passes} passes ({s.decode_passes} decode), "
+        f"{s.prefill_tokens} prefilled / {s.decoded_tokens} decoded tokens, "
+        f"tool at {tool_at}, total {s.total_ms:.0f} ms (prompt {s.prompt_ms:.0f} ms)[/dim]"
+    )
+
+
+def _call_text(c: ToolCall) -> str:
+    args = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in c.arguments.items())
+    return f"[bold]{escape(c.name)}[/bold]({escape(args)})"
