@@ -13,6 +13,8 @@ from toolweave.native.engine import Engine
 from toolweave.toolspec import ToolSpec, load_tools_file
 
 ROOT = Path(__file__).resolve().parent.parent
+#: Test folders, each a marker of the same name (`pytest -m unit` runs the fast ones).
+GROUPS = ("unit", "model", "integration", "bench")
 TOOLS_FILE = ROOT / "examples" / "tools" / "assistant_tools.json"
 QUERIES_FILE = ROOT / "adapters" / "bench" / "data" / "tool_queries.json"
 
@@ -33,3 +35,10 @@ def assistant_tools() -> tuple[ToolSpec, ...]:
 def tool_queries() -> list[dict[str, str]]:
     data: list[dict[str, str]] = json.loads(QUERIES_FILE.read_text(encoding="utf-8"))
     return data
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        group = Path(str(item.path)).relative_to(ROOT / "tests").parts[0]
+        if group in GROUPS:
+            item.add_marker(group)
