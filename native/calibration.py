@@ -19,20 +19,18 @@ every other sequence and the engine counters are left exactly as they were.
 
 from __future__ import annotations
 
-import copy
 import itertools
 import statistics
 import tempfile
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from functools import partial
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from toolweave.drafting.ngram import AcceptanceRate, ContextRates
 from toolweave.errors import ContextFullError, SequenceError
 from toolweave.native.engine import BatchToken, Engine
 
@@ -41,15 +39,9 @@ __all__ = [
     "QUICK_CONTEXT_TOKENS",
     "STATE_TOKENS",
     "CostTable",
-    "Drafting",
-    "Learned",
-    "PassTimes",
     "engine_costs",
-    "engine_drafting",
-    "learned",
     "measure_costs",
     "scratch_sequences",
-    "set_learned",
 ]
 
 #: Largest pass size measured (and the number of scratch sequences wanted).
@@ -426,95 +418,8 @@ class _Run:
         }
 
 
+#: Each engine's quick cost table, measured on first use (`engine_costs`).
 _ENGINE_COSTS: weakref.WeakKeyDictionary[Engine, CostTable] = weakref.WeakKeyDictionary()
-_ENGINE_RATES: weakref.WeakKeyDictionary[Engine, dict[str, AcceptanceRate]] = (
-    weakref.WeakKeyDictionary()
-)
-_ENGINE_DRAFTING: weakref.WeakKeyDictionary[Engine, dict[str, Drafting]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-class PassTimes:
-    """Pass times measured while decoding one kind of output (ExSpec's `learn=` name):
-    a running mean per pass size, a plain step being size 1.
-
-    The cost table is measured on a short prompt without a grammar; a real output pays
-    attention over its whole prompt (one thread for serial steps, all cores for a
-    verification pass) and the grammar's work on every verified row. `ms(n, table)` is the
-    measured time when there is one, else the table's scaled by how far the measured
-    plain step is from the table's.
-    """
-
-    def __init__(self, weight: float = 0.3) -> None:
-        if not 0 < weight <= 1:
-            raise ValueError("weight must be in (0, 1]")
-        self.weight = weight
-        self.mean: dict[int, float] = {}
-
-    def observe(self, n: int, ms: float) -> None:
-        old = self.mean.get(n)
-        self.mean[n] = ms if old is None else old + self.weight * (ms - old)
-
-    def ms(self, n: int, table: Mapping[int, float]) -> float:
-        if n in self.mean:
-            return self.mean[n]
-        scale = self.mean[1] / table[1] if 1 in self.mean and table[1] > 0 else 1.0
-        return table[n] * scale
-
-
-def engine_rates(engine: Engine) -> dict[str, AcceptanceRate]:
-    """Draft acceptance learned on this engine, by kind of draft (ExSpec's `learn=` names,
-    "forecast:<source>" for the fast path): the model decides how predictable it is, so
-    every decoder on the engine reads and updates the same estimates."""
-    return _ENGINE_RATES.setdefault(engine, {})
-
-
-@dataclass
-class Drafting:
-    """What ExSpec learns about one kind of output besides its overall acceptance: the
-    acceptance per draft context and the measured pass times."""
-
-    contexts: ContextRates = field(default_factory=ContextRates)
-    times: PassTimes = field(default_factory=PassTimes)
-
-
-def engine_drafting(engine: Engine, kind: str | None) -> Drafting:
-    """What ExSpec learned on this engine for `kind` of output (a fresh, unstored record
-    for None)."""
-    if kind is None:
-        return Drafting()
-    return _ENGINE_DRAFTING.setdefault(engine, {}).setdefault(kind, Drafting())
-
-
-@dataclass(frozen=True)
-class Learned:
-    """A copy of what decoding has learned on an engine for one kind of output."""
-
-    rate: AcceptanceRate | None
-    drafting: Drafting
-
-
-def learned(engine: Engine, kind: str) -> Learned:
-    """A copy of the acceptance, per-context acceptance and pass times learned for `kind`."""
-    return Learned(engine_rates(engine).get(kind), copy.deepcopy(engine_drafting(engine, kind)))
-
-
-def set_learned(engine: Engine, kind: str, state: Learned) -> None:
-    """Put back what `learned` copied (e.g. to repeat a measurement from the same start)."""
-    rates = engine_rates(engine)
-    if state.rate is None:
-        rates.pop(kind, None)
-    else:
-        rates[kind] = state.rate
-    _ENGINE_DRAFTING.setdefault(engine, {})[kind] = copy.deepcopy(state.drafting)
-
-
-def forget_acceptance(engine: Engine) -> None:
-    """Start this engine's learned acceptance estimates (overall and per draft context)
-    and pass times afresh (e.g. after the prompts or the examples changed)."""
-    _ENGINE_RATES.pop(engine, None)
-    _ENGINE_DRAFTING.pop(engine, None)
 
 
 def engine_costs(engine: Engine) -> CostTable:

@@ -18,12 +18,14 @@ from toolweave.events import CallEvent
 from toolweave.formats import CallFormat, format_for_chat_template, get_format
 from toolweave.grammar.call import call_grammar, value_grammar
 from toolweave.modes import check_mode
-from toolweave.native.calibration import CostTable, engine_costs, engine_rates
+from toolweave.native.calibration import CostTable, engine_costs
 from toolweave.native.chat import chat_text
 from toolweave.native.constraints import TokenMatcher, vocabulary_for
-from toolweave.native.decode.response import ResponseDecoder
+from toolweave.native.decode.plan import DecodePlan
+from toolweave.native.decode.response import ResponseDecoder, ResponseStart, Speculation
 from toolweave.native.decode.values import parallel_pays
 from toolweave.native.engine import Engine
+from toolweave.native.learning import engine_learning
 from toolweave.native.states.prefill import prefill_prompt
 from toolweave.prompting.chat_template import Message, tool_messages
 from toolweave.results import CallResult, CallStats, InvalidCall
@@ -33,14 +35,6 @@ if TYPE_CHECKING:
     from toolweave.native.baselines.grammar import GrammarBaseline
 
 __all__ = ["CallEvent", "ToolCaller"]
-
-
-def _always_batch(k: int) -> bool:
-    return k > 1
-
-
-def _always_parallel(spec: ToolSpec, n: int) -> bool:
-    return n > 1
 
 
 def _request_text(request: str | Sequence[Message]) -> str:
@@ -128,8 +122,7 @@ class ToolCaller:
         self, request: str | Sequence[Message], mode: str = "constrained"
     ) -> Iterator[CallEvent]:
         """Decode `request`, yielding events as they happen; the last one is 'done'."""
-        mode = check_mode(mode)
-        if mode == "grammar":
+        if check_mode(mode) == "grammar":  # the one baseline, outside the response decoder
             from toolweave.native.baselines.grammar import GrammarBaseline
 
             if self._grammar_baseline is None:
@@ -137,35 +130,48 @@ class ToolCaller:
             result = self._grammar_baseline.call(self, request)
             yield CallEvent("done", result.stats.total_ms, result=result)
             return
-        yield from self._decode_events(request, mode)
+        yield from self._decode_events(request, DecodePlan.for_mode(mode))
 
-    def _decode_events(self, request: str | Sequence[Message], mode: str) -> Iterator[CallEvent]:
+    def _speculation(self, plan: DecodePlan, request_text: str) -> Speculation:
+        """What `plan`'s drafting works with on this engine (nothing without drafts)."""
+        if not (plan.draft_values or plan.forecasts):
+            return Speculation()
+        costs = self.costs()
+        forecast: CallForecast | None = None
+        if plan.forecasts and self.forecast:
+            forecast = CallForecast.for_request(self.ranking(), request_text)
+
+        def batch_pays(k: int) -> bool:
+            return costs.pass_ms(k, k, sequences=True) < k * costs.serial_step_ms
+
+        def values_pay(spec: ToolSpec, n: int) -> bool:
+            if self.parallel_values is not None:
+                return self.parallel_values and n > 0
+            return parallel_pays(costs, n, self._value_tokens)
+
+        branch_seqs: tuple[int, ...] = ()
+        if plan.draft_values:
+            branch_seqs = tuple(range(1, min(self.engine.n_seq_max, 8)))
+            if self.seq in branch_seqs:
+                raise ConstraintError("the caller's sequence collides with value branches")
+        return Speculation(
+            costs=costs,
+            value_grammar=self._value_grammar,
+            branch_seqs=branch_seqs,
+            batch_pays=batch_pays,
+            parallel_pays=values_pay,
+            forecast=forecast,
+            learning=engine_learning(self.engine),
+        )
+
+    def _decode_events(
+        self, request: str | Sequence[Message], plan: DecodePlan
+    ) -> Iterator[CallEvent]:
         eng = self.engine
         prompt = self.prompt_tokens(request)
         request_text = _request_text(request)
         with eng.lock:
-            branch_seqs: tuple[int, ...] = ()
-            batch_pays = _always_batch
-            values_pay = _always_parallel
-            forecast: CallForecast | None = None
-            costs: CostTable | None = None
-            if mode in ("fast", "lossless"):
-                costs = self.costs()
-                if self.forecast:
-                    forecast = CallForecast.for_request(self.ranking(), request_text)
-
-                def batch_pays(k: int) -> bool:
-                    return costs.pass_ms(k, k, sequences=True) < k * costs.serial_step_ms
-
-                def values_pay(spec: ToolSpec, n: int) -> bool:
-                    if self.parallel_values is not None:
-                        return self.parallel_values and n > 0
-                    return parallel_pays(costs, n, self._value_tokens)
-
-                branch_seqs = tuple(range(1, min(eng.n_seq_max, 8)))
-                for b in branch_seqs:
-                    if b == self.seq:
-                        raise ConstraintError("the caller's sequence collides with value branches")
+            speculation = self._speculation(plan, request_text)
             passes0 = eng.counters.forward_passes
             pre = prefill_prompt(eng, self.seq, prompt, max_tokens=self.max_tokens)
             t0, logits, prompt_ms = pre.t0, pre.logits, pre.prompt_ms
@@ -174,22 +180,13 @@ class ToolCaller:
             decoder = ResponseDecoder(
                 eng,
                 self.vocab,
+                plan,
+                ResponseStart(self.seq, len(prompt), logits, request_text),
                 grammar=self.grammar,
                 fmt=self.fmt,
                 tools=self.by_name,
-                seq=self.seq,
-                prompt_len=len(prompt),
-                logits=logits,
-                mode=mode,
                 max_tokens=self.max_tokens,
-                value_grammar=self._value_grammar,
-                branch_seqs=branch_seqs,
-                batch_pays=batch_pays,
-                parallel_pays=values_pay,
-                forecast=forecast,
-                request_text=request_text,
-                costs=costs,
-                forecast_rates=engine_rates(eng),
+                speculation=speculation,
             )
             t_tool: float | None = None
             t_final: float | None = None
@@ -233,7 +230,7 @@ class ToolCaller:
             forecast_drafted_tokens=totals.forecast_drafted,
             forecast_accepted_tokens=totals.forecast_accepted,
         )
-        result = self._result(mode, decoder.tokens, totals.finish_reason, stats, provisional)
+        result = self._result(plan.mode, decoder.tokens, totals.finish_reason, stats, provisional)
         yield CallEvent("done", total_ms, result=result)
 
     def ranking(self) -> ToolRanking:

@@ -5,7 +5,7 @@ table (`toolweave.drafting.ngram.NgramTable`, built from the few-shot examples a
 a certain entry for the last n-1 tokens (one the texts never continued differently) and
 the pass costs say a draft of that length pays at the running acceptance rate (the
 engine cost table, corrected by the pass times measured on the same kind of output:
-`toolweave.native.calibration.PassTimes`),
+`toolweave.native.learning.PassTimes`),
 the pending token and the draft go through ONE pass with logits for every row. Row i
 holds the model's greedy choice after draft token i-1, so the longest draft prefix equal
 to those choices is accepted, plus the model's own next token; the KV cells of the
@@ -30,24 +30,14 @@ import numpy as np
 
 from toolweave.drafting.ngram import AcceptanceRate, NgramTable, draft_length
 from toolweave.events import CallEvent
-from toolweave.native.calibration import (
-    CostTable,
-    engine_costs,
-    engine_drafting,
-    engine_rates,
-    forget_acceptance,
-)
+from toolweave.native.calibration import CostTable, engine_costs
 from toolweave.native.constraints import TokenMatcher, vocabulary_for
 from toolweave.native.decode.text import _stop_at, greedy_token, text_done  # shared rules
 from toolweave.native.engine import BatchToken, Engine
+from toolweave.native.learning import Learned, engine_learning
 from toolweave.native.states.prefill import prefill_prompt
 
-__all__ = [  # engine_costs, forget_acceptance: re-exports
-    "engine_costs",
-    "exspec_table",
-    "forget_acceptance",
-    "generate_with_exspec",
-]
+__all__ = ["exspec_table", "generate_with_exspec"]
 
 
 def exspec_table(
@@ -101,10 +91,9 @@ def generate_with_exspec(
         costs = costs or engine_costs(engine)
         max_draft = min(max(costs.verify_all_ms) - 1, engine.n_batch - 1)
         table_ms = {k: costs.pass_ms(k, k) for k in range(1, max_draft + 2)}
-        drafting = engine_drafting(engine, learn)
-        times, contexts = drafting.times, drafting.contexts
-        rates = engine_rates(engine)
-        rate = acceptance or (rates.get(learn) if learn else None) or AcceptanceRate()
+        record = engine_learning(engine).of(learn) if learn else Learned()
+        times, contexts = record.times, record.contexts
+        rate = acceptance or record.rate or AcceptanceRate()
         passes0 = engine.counters.forward_passes
         pre = prefill_prompt(engine, seq, prompt, max_tokens=max_tokens)
         prefill_passes = engine.counters.forward_passes - passes0 - 1
@@ -185,7 +174,7 @@ def generate_with_exspec(
         finally:
             engine.seq_remove(seq, len(prompt))  # keep the prompt cached, drop the answer
             if learn:
-                rates[learn] = rate
+                record.rate = rate
         total_ms = (time.perf_counter() - pre.t0) * 1000
         passes = engine.counters.forward_passes - passes0
     if reason != "stop" or not stop:

@@ -36,18 +36,22 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-from toolweave.drafting.forecast import CallForecast, continuation
+from toolweave.drafting.forecast import CallForecast
 from toolweave.drafting.ngram import AcceptanceRate, draft_length
 from toolweave.errors import CallFormatError
 from toolweave.events import CallEvent
 from toolweave.formats import CallFormat
 from toolweave.native.calibration import CostTable
 from toolweave.native.constraints import TokenMatcher, Vocabulary
+from toolweave.native.decode.forecasting import Forecaster, RepeatIndex
+from toolweave.native.decode.plan import DecodePlan
 from toolweave.native.decode.values import draft_values
+from toolweave.native.decode.verify import verify_draft
 from toolweave.native.engine import BatchToken, Engine
+from toolweave.native.learning import EngineLearning
 from toolweave.toolspec import ToolCall, ToolSpec
 
-__all__ = ["DecodeTotals", "ResponseDecoder"]
+__all__ = ["DecodeTotals", "ResponseDecoder", "ResponseStart", "Speculation"]
 
 _SENTINEL = "__toolweave_arguments__"
 _DECODER = json.JSONDecoder()
@@ -92,46 +96,72 @@ class _CallState:
     required_done: bool = False
 
 
+def _batch_pays(k: int) -> bool:
+    return k > 1
+
+
+def _parallel_pays(spec: ToolSpec, n: int) -> bool:
+    return n > 1
+
+
+@dataclass(frozen=True)
+class ResponseStart:
+    """Where a response begins: sequence `seq` holds the `prompt_len`-token prompt and
+    `logits` predict the first token; `request_text` is the user's words (forecasts
+    copy values from them)."""
+
+    seq: int
+    prompt_len: int
+    logits: NDArray[np.float32]
+    request_text: str = ""
+
+
+@dataclass(frozen=True)
+class Speculation:
+    """What drafting works with (`constrained` and `jump` use none of it).
+
+    `value_grammar(spec, key, suffixes)` is the grammar of one drafted value; values are
+    drafted in `branch_seqs`, `batch_pays(k)` says whether one k-token pass beats k serial
+    ones and `parallel_pays(spec, n)` whether drafting n values pays. Forecasts need the
+    `forecast` ranking and the engine's `costs`; their acceptance is kept in `learning`.
+    """
+
+    costs: CostTable | None = None
+    value_grammar: Callable[[ToolSpec, str, Sequence[str]], str] | None = None
+    branch_seqs: tuple[int, ...] = ()
+    batch_pays: Callable[[int], bool] = _batch_pays
+    parallel_pays: Callable[[ToolSpec, int], bool] = _parallel_pays
+    forecast: CallForecast | None = None
+    learning: EngineLearning = field(default_factory=EngineLearning)
+
+
 class ResponseDecoder:
-    """Decode one response after the prompt; iterate `run()` for events."""
+    """Decode one response after the prompt as `plan` says; iterate `run()` for events."""
 
     def __init__(
         self,
         engine: Engine,
         vocab: Vocabulary,
+        plan: DecodePlan,
+        start: ResponseStart,
         *,
         grammar: str,
         fmt: CallFormat,
         tools: Mapping[str, ToolSpec],
-        seq: int,
-        prompt_len: int,
-        logits: NDArray[np.float32],
-        mode: str,
         max_tokens: int,
-        value_grammar: Callable[[ToolSpec, str, Sequence[str]], str] | None = None,
-        branch_seqs: Sequence[int] = (),
-        batch_pays: Callable[[int], bool] = lambda k: k > 1,
-        parallel_pays: Callable[[ToolSpec, int], bool] = lambda spec, n: n > 1,
-        forecast: CallForecast | None = None,
-        request_text: str = "",
-        costs: CostTable | None = None,
-        forecast_rates: dict[str, AcceptanceRate] | None = None,
+        speculation: Speculation | None = None,
     ) -> None:
         self.engine = engine
         self.vocab = vocab
+        self.plan = plan
         self.matcher = TokenMatcher(vocab, grammar)
         self.fmt = fmt
         self.tools = tools
-        self.seq = seq
-        self.prompt_len = prompt_len
-        self.logits = logits
-        self.mode = mode
-        self.jump = mode != "constrained"
+        self.seq = start.seq
+        self.prompt_len = start.prompt_len
+        self.logits = start.logits
         self.max_tokens = max_tokens
-        self.value_grammar = value_grammar
-        self.branch_seqs = tuple(branch_seqs)
-        self.batch_pays = batch_pays
-        self.parallel_pays = parallel_pays
+        self.speculation = spec = speculation or Speculation()
         self.tokens: list[int] = []
         self.kv_len = 0
         # Response text kept incrementally (a token may end inside a UTF-8 character).
@@ -143,12 +173,13 @@ class ResponseDecoder:
         self._early: list[ToolCall] = []  # final calls handed out before their text was written
         self._heads = {name: self._head(name) for name in tools}
         # Forecasting: only where verification pays, per the engine's measured pass costs.
-        self.forecast = forecast if mode in ("fast", "lossless") and costs else None
-        self.request_text = request_text
-        self.costs = costs
-        # Running acceptance per forecast source ("forecast:<source>"), learned per engine.
-        self.forecast_rates = forecast_rates if forecast_rates is not None else {}
-        self._bigrams: dict[tuple[int, int], list[int]] = {}
+        self._forecaster: Forecaster | None = None
+        if plan.forecasts and spec.forecast is not None and spec.costs is not None:
+            heads = {name: head for name, (head, _) in self._heads.items()}
+            self._forecaster = Forecaster(
+                engine, fmt, tools, heads, spec.forecast, start.request_text
+            )
+        self._repeats = RepeatIndex()  # token pairs, for forecasts from this response itself
         self._kinds: list[str] = []  # per token: the phase its forward pass counts for
         # Logits rows per verification pass: llama.cpp grows its output buffer to hold
         # them all (1 MB a row for Gemma 3's 262k vocabulary), so at most 8 MB of them.
@@ -180,19 +211,19 @@ class ResponseDecoder:
             if len(self.tokens) >= self.max_tokens:
                 self.totals.finish_reason = "length"
                 return
-            if self.jump:
+            if self.plan.jump_forward:
                 forced = self.matcher.forced()[: self.max_tokens - len(self.tokens)]
                 if forced:
                     yield from self._commit(forced, decoded=False)
                     continue
-            if self.mode in ("fast", "lossless"):
+            if self.plan.draft_values:
                 drafted = yield from self._maybe_draft()
                 if drafted:
                     continue
-                if self.forecast is not None:
-                    drafted = yield from self._maybe_forecast()
-                    if drafted:
-                        continue
+            if self._forecaster is not None:
+                drafted = yield from self._maybe_forecast()
+                if drafted:
+                    continue
             self._flush()
             t0 = time.perf_counter()
             token = self._greedy()
@@ -221,7 +252,8 @@ class ResponseDecoder:
             ]
         )
         ms = (time.perf_counter() - t0) * 1000
-        extra = self.costs.prefill_ratio() if self.costs is not None else _PREFILL_RATIO
+        costs = self.speculation.costs
+        extra = costs.prefill_ratio() if costs is not None else _PREFILL_RATIO
         unit = ms / (1 + extra * (len(pending) - 1))
         for i, kind in enumerate(self._kinds[self.kv_len :]):
             self.totals.add_phase(kind, unit if i == 0 else unit * extra)
@@ -268,9 +300,8 @@ class ResponseDecoder:
         decoded, the current phase for decoded ones."""
         self.matcher.consume_many(tokens)
         self._kinds.extend([kind or (self._phase() if decoded else "skeleton")] * len(tokens))
-        for t in tokens:  # index of token pairs, for forecasts from this response itself
-            if self.tokens:
-                self._bigrams.setdefault((self.tokens[-1], t), []).append(len(self.tokens) - 1)
+        for t in tokens:
+            self._repeats.add(self.tokens, t)
             self.tokens.append(t)
         self._text += self._utf8.decode(b"".join(self.engine.token_bytes(t) for t in tokens))
         if decoded:
@@ -317,19 +348,20 @@ class ResponseDecoder:
         """Generator returning True when it committed tokens from a draft."""
         state = self._call
         spec = state.spec
-        if spec is None or self.value_grammar is None:
+        vg = self.speculation.value_grammar
+        if spec is None or vg is None:
             return False
         if not state.drafted:
             state.drafted = True
-            keys = spec.required[: len(self.branch_seqs)]
+            keys = spec.required[: len(self.speculation.branch_seqs)]
             # A provisional call is worth drafting for even when batching does not pay.
             provisional_pays = bool(keys) and bool(spec.read_only and spec.optional)
-            if not keys or not (provisional_pays or self.parallel_pays(spec, len(keys))):
+            parallel = self.speculation.parallel_pays
+            if not keys or not (provisional_pays or parallel(spec, len(keys))):
                 return False  # decode the values serially, exactly as `jump`
             head, tail = self._heads[spec.name]
             self._flush()  # exactly the pass `jump` makes for these tokens
             t0 = time.perf_counter()
-            vg = self.value_grammar
             # What may follow each value in the call grammar: the next required key, or for
             # the last one any optional key or the end of the call. Allowing all of it lets
             # a branch pick the tokens the serial decoder fuses across the boundary (`","`).
@@ -346,8 +378,8 @@ class ResponseDecoder:
                 keys=keys,
                 grammar_for=lambda key, suffix: vg(spec, key, suffix),
                 suffixes=suffixes,
-                branch_seqs=self.branch_seqs,
-                batch_pays=self.batch_pays,
+                branch_seqs=self.speculation.branch_seqs,
+                batch_pays=self.speculation.batch_pays,
             )
             self.kv_len = len(self.tokens)
             self.logits = drafts.logits
@@ -370,13 +402,13 @@ class ResponseDecoder:
                     call = ToolCall(spec.name, values)
                     if spec.optional and spec.read_only:
                         yield CallEvent("provisional", _now_ms(), call=call)
-                    elif not spec.optional and self.mode == "fast":
+                    elif not spec.optional and self.plan.trust_drafts:
                         yield self._emit_early(call)
             state.draft_text = required_text + (tail if not spec.optional else "")
-            if self.mode == "fast":
+            if self.plan.trust_drafts:
                 committed = yield from self._write_back(required_text)
                 return committed
-        if self.mode == "lossless" and state.draft_text is not None:
+        if not self.plan.trust_drafts and state.draft_text is not None:
             committed = yield from self._verify_draft()
             return committed
         return False
@@ -442,108 +474,6 @@ class ResponseDecoder:
         return True
 
     # ------------------------------------------------------------------ forecasting
-    def _forecast_draft(self, budget: int) -> tuple[str, list[int], list[int]]:
-        """(source, tokens, indices of the tokens the model chooses) expected next, from
-        the first source that has any: the opening of the next call for the best-ranked
-        tool (between calls, source "call"); what followed the same tokens earlier in this
-        response ("repeat": a repeated call, in the model's own tokens); what followed the
-        same text in the request ("request": a value being copied)."""
-        full = self.text()
-        if self._call.spec is None:
-            raw = full[self._call.start :]
-            sep = self.fmt.separator if self.calls else ""
-            assert self.forecast is not None
-            for name in self.forecast.candidates(self.calls):
-                head, _ = self._heads[name]
-                spec = self.tools[name]
-                # the first required key is fixed by the skeleton: draft it too
-                key = json.dumps(spec.required[0], ensure_ascii=False) if spec.required else ""
-                candidate = sep + head + (key + ":" if key else "")
-                if candidate.startswith(raw) and len(candidate) > len(raw):
-                    return ("call", *self._text_draft(candidate[len(raw) :], budget))
-            return "call", [], []
-        own = self._own_continuation(budget)
-        if own:
-            return ("repeat", *self._token_draft(own))
-        text = continuation((self.request_text,), full)
-        return ("request", *self._text_draft(text, budget)) if text else ("request", [], [])
-
-    def _text_draft(self, text: str, budget: int) -> tuple[list[int], list[int]]:
-        """`text` as this decoder would write it: a run the grammar forces in the grammar's
-        own tokens, the rest as the tokenizer splits it. Stops where the grammar or a
-        forced run disagrees with the text."""
-        probe = self.matcher.copy()
-        out: list[int] = []
-        choices: list[int] = []
-        while text and len(out) < budget and not probe.stopped:
-            forced = probe.forced()
-            if forced:
-                forced_text = self.engine.detokenize(forced)
-                if not text.startswith(forced_text) or len(out) + len(forced) > budget:
-                    break
-                probe.consume_many(forced)
-                out.extend(forced)
-                text = text[len(forced_text) :]
-                continue
-            token = self.engine.tokenize(text, parse_special=False)[0]
-            try:
-                piece = self.engine.token_bytes(token).decode("utf-8", errors="strict")
-            except UnicodeDecodeError:
-                break  # a token ending inside a character: the draft stops before it
-            if not piece or not text.startswith(piece) or not probe.accepts_prefix([token]):
-                break
-            probe.consume(token)
-            choices.append(len(out))
-            out.append(token)
-            text = text[len(piece) :]
-        return out, choices
-
-    def _token_draft(self, tokens: Sequence[int]) -> tuple[list[int], list[int]]:
-        """The prefix of `tokens` the grammar accepts, with the indices of its choices."""
-        probe = self.matcher.copy()
-        out: list[int] = []
-        choices: list[int] = []
-        j = 0
-        while j < len(tokens) and not probe.stopped:
-            forced = probe.forced()
-            if forced:
-                if list(tokens[j : j + len(forced)]) != forced:
-                    break
-                probe.consume_many(forced)
-                out.extend(forced)
-                j += len(forced)
-                continue
-            if not probe.accepts_prefix([tokens[j]]):
-                break
-            probe.consume(tokens[j])
-            choices.append(len(out))
-            out.append(tokens[j])
-            j += 1
-        return out, choices
-
-    def _own_continuation(self, budget: int, longest: int = 8) -> list[int]:
-        """The tokens that followed the longest earlier match (2+ tokens) of this
-        response's last tokens; the latest match wins ties."""
-        toks = self.tokens
-        n = len(toks)
-        if n < 3:
-            return []
-        best_len, best_end = 0, -1
-        for start in reversed(self._bigrams.get((toks[-2], toks[-1]), ())):
-            end = start + 2  # the match covers toks[start:end] == toks[n-2:n]
-            if end >= n:
-                continue
-            length = 2
-            while (
-                length < longest
-                and start - (length - 1) >= 0
-                and toks[start - (length - 1)] == toks[n - 1 - length]
-            ):
-                length += 1
-            if length > best_len:
-                best_len, best_end = length, end
-        return toks[best_end : best_end + budget] if best_end >= 0 else []
-
     def _maybe_forecast(self) -> Generator[CallEvent, None, bool]:
         """Verify a forecast of the next tokens when that is expected to pay; True when
         tokens were committed.
@@ -553,12 +483,21 @@ class ResponseDecoder:
         the number of choices to verify maximises expected tokens per millisecond under
         the cost table, at the running acceptance of this kind of forecast.
         """
-        assert self.costs is not None
-        costs = self.costs
+        costs, forecaster = self.speculation.costs, self._forecaster
+        assert costs is not None and forecaster is not None
         budget = min(self.engine.n_batch, self.max_tokens - len(self.tokens), 48)
         if budget < 2:
             return False
-        source, draft, choices = self._forecast_draft(budget)
+        source, draft, choices = forecaster.draft(
+            self.matcher,
+            text=self.text(),
+            call_start=self._call.start,
+            in_call=self._call.spec is not None,
+            calls=self.calls,
+            tokens=self.tokens,
+            repeats=self._repeats,
+            budget=budget,
+        )
         if len(choices) < 2 or choices[0] != 0:
             return False  # no choice after the first: forced tokens cost nothing anyway
         self._flush()
@@ -568,8 +507,8 @@ class ResponseDecoder:
         def tokens_through(k: int) -> int:  # draft tokens in a pass verifying k more choices
             return choices[k + 1] if k + 1 < len(choices) else len(draft)
 
-        key = f"forecast:{source}"
-        rate = self.forecast_rates.get(key, AcceptanceRate())
+        record = self.speculation.learning.of(f"forecast:{source}")
+        rate = record.rate if record.rate is not None else AcceptanceRate()
         extra = draft_length(
             lambda n: costs.pass_ms(tokens_through(n - 1), n),
             rate.rate,
@@ -581,79 +520,42 @@ class ResponseDecoder:
         draft = draft[: tokens_through(extra)]
         accepted, _ = yield from self._verify_tokens(draft, forecast=True)
         chosen = sum(1 for i in choices[1 : extra + 1] if i < accepted)
-        self.forecast_rates[key] = rate.observe(chosen, chosen < extra)
+        record.rate = rate.observe(chosen, chosen < extra)
         self.totals.add_phase("forecast", (time.perf_counter() - t0) * 1000)
         return True
 
     def _verify_tokens(
         self, draft: Sequence[int], *, forecast: bool
     ) -> Generator[CallEvent, None, tuple[int, bool]]:
-        """Forward `draft` (its first token is the model's greedy choice) in one pass;
-        commit the longest prefix the constrained greedy decoder would have written, plus
-        its own token at the first mismatch. Logits are asked only for the rows that
-        decide something: the one before each token the model chooses, and the last.
-        Returns (draft tokens accepted, whether it stopped with neither a mismatch nor
-        the end)."""
-        draft, choices = self._token_draft(draft)
-        if len(choices) > self._max_rows:  # bound the logits buffer (vocabulary x rows)
-            draft, choices = draft[: choices[self._max_rows]], choices[: self._max_rows]
-        base = self.prompt_len + self.kv_len
-        wanted = {i - 1 for i in choices if i > 0} | {len(draft) - 1}
-        out = self.engine.forward(
-            [BatchToken(t, base + i, (self.seq,), i in wanted) for i, t in enumerate(draft)]
+        """Verify `draft` (its first token is the model's greedy choice) in one pass and
+        commit what `verify_draft` accepts plus its correction. Returns (draft tokens
+        accepted, whether it stopped with neither a mismatch nor the end)."""
+        verdict = verify_draft(
+            self.engine,
+            self.matcher,
+            draft,
+            seq=self.seq,
+            pos=self.prompt_len + self.kv_len,
+            logits=self.logits,
+            max_rows=self._max_rows,
         )
-        rows = dict(zip(sorted(wanted), out, strict=True))
-        probe = self.matcher.copy()
-        accepted: list[int] = []
-        correction: list[int] = []
-        correction_decoded = False
-        decoded_choices = 0
-        prev = self.logits
-        fresh = True  # prev predicts the token after the last accepted one
-        j = 0
-        while j < len(draft) and not probe.stopped:
-            forced = probe.forced()
-            if forced:
-                if list(draft[j : j + len(forced)]) != forced:
-                    correction = forced
-                    break
-                probe.consume_many(forced)
-                accepted.extend(forced)
-                j += len(forced)
-            else:
-                if not fresh:  # cannot happen with the rows asked above; stop safely
-                    break
-                tok = probe.best(prev)
-                if self.engine.is_eog(tok):
-                    break
-                if tok != draft[j]:
-                    correction = [tok]
-                    correction_decoded = True
-                    break
-                probe.consume(tok)
-                accepted.append(tok)
-                decoded_choices += 1
-                j += 1
-            row = rows.get(j - 1)
-            fresh = row is not None
-            if row is not None:
-                prev = row
-        keep = len(accepted) if fresh or correction else len(accepted) - 1
-        self.engine.seq_remove(self.seq, base + keep)
+        accepted = verdict.accepted
         if forecast:
-            self.totals.forecast_drafted += len(draft)
+            self.totals.forecast_drafted += verdict.drafted
             self.totals.forecast_accepted += len(accepted)
         else:
-            self.totals.drafted += len(draft)
+            self.totals.drafted += verdict.drafted
             self.totals.accepted += len(accepted)
         yield from self._commit(accepted, decoded=False, kind="forecast" if forecast else "verify")
         # Accepted tokens the model chose (not forced) count as decoded, as in `jump`.
-        self.totals.prefilled -= decoded_choices
-        self.totals.decoded += decoded_choices
+        self.totals.prefilled -= verdict.chosen
+        self.totals.decoded += verdict.chosen
         # Without fresh logits the last accepted token is forwarded again by `_flush`.
-        self.kv_len = len(self.tokens) - (len(accepted) - keep)
-        self.logits = prev
-        if correction:
-            kind = None if correction_decoded else "skeleton"
-            yield from self._commit(correction, decoded=correction_decoded, kind=kind)
-        return len(accepted), not correction and j < len(draft) and not probe.stopped
+        self.kv_len = len(self.tokens) - (len(accepted) - verdict.kept)
+        self.logits = verdict.logits
+        if verdict.correction:
+            kind = None if verdict.correction_chosen else "skeleton"
+            yield from self._commit(
+                verdict.correction, decoded=verdict.correction_chosen, kind=kind
+            )
+        return len(accepted), verdict.stalled

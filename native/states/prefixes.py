@@ -29,7 +29,7 @@ import numpy as np
 from toolweave.checkpoints import common_prefix
 from toolweave.errors import EngineError
 from toolweave.native.engine import Engine
-from toolweave.native.states.store import model_fingerprint
+from toolweave.native.states.state_file import model_fingerprint
 
 __all__ = ["PrefixEntry", "PrefixStates", "Restored"]
 

@@ -25,12 +25,7 @@ Call `close()` (or use the store as a context manager) to finish pending writes.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
-import mmap
 import os
-import struct
 import threading
 import time
 from collections import OrderedDict, deque
@@ -39,7 +34,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
 import llama_cpp
 import numpy as np
@@ -59,31 +53,20 @@ from toolweave.errors import ContextFullError, EngineError
 from toolweave.native.calibration import CostTable
 from toolweave.native.engine import BatchToken, Engine
 from toolweave.native.states.prefill import PromptPrefill
+from toolweave.native.states.state_file import (
+    SUFFIX,
+    mapped_state,
+    model_fingerprint,
+    read_header,
+    state_key,
+    touch,
+    unlink,
+    write_state_file,
+)
 
-__all__ = [
-    "Checkpoint",
-    "PrefillRecord",
-    "StateStore",
-    "model_fingerprint",
-    "store_costs",
-]
+__all__ = ["Checkpoint", "PrefillRecord", "StateStore", "store_costs"]
 
-_MAGIC = b"TWSTATE1"
-_SUFFIX = ".twstate"
-_HEADER = struct.Struct("<8sI")  # magic, header length
 _SESSIONS_KEPT = 1024  # sessions whose last prompt is remembered (for their divergence point)
-
-
-def model_fingerprint(path: str | os.PathLike[str]) -> str:
-    """A model's identity for saved states: size plus hashes of the first and last MiB."""
-    p = Path(path)
-    size = p.stat().st_size
-    h = hashlib.sha256(str(size).encode())
-    with p.open("rb") as fh:
-        h.update(fh.read(1 << 20))
-        fh.seek(max(0, size - (1 << 20)))
-        h.update(fh.read(1 << 20))
-    return h.hexdigest()[:32]
 
 
 def store_costs(table: CostTable) -> StoreCosts:
@@ -471,7 +454,7 @@ class StateStore:
                 if not truncatable:
                     return None
                 engine.seq_remove(seq, len(tokens))
-            key = _key(model, tokens)
+            key = state_key(model, tokens)
             if key not in self._entries:
                 session = session or self._owner(engine, seq) or f"seq{seq}"
                 self._save(engine, seq, tokens, model, session)
@@ -481,7 +464,7 @@ class StateStore:
 
     def _save(self, engine: Engine, seq: int, tokens: list[int], model: str, session: str) -> float:
         t0 = time.perf_counter()
-        key = _key(model, tokens)
+        key = state_key(model, tokens)
         if key in self._entries:
             self._entries[key].last_used = time.time()
             return 0.0
@@ -509,7 +492,7 @@ class StateStore:
             engine.state_set(seq, entry.data)
         elif entry.path is not None:
             # Mapped, not read: llama.cpp copies straight from the page cache.
-            with _mapped_state(entry.path, entry.model_id) as payload:
+            with mapped_state(entry.path, entry.model_id) as payload:
                 engine.state_set(seq, payload)
         else:
             raise ValueError(f"state {entry.key} has neither memory nor file")
@@ -519,7 +502,7 @@ class StateStore:
             self._estimator.observe_restore(len(entry.tokens), ms, from_disk=from_disk)
         entry.last_used = time.time()
         if entry.path is not None:
-            self._submit(_touch, entry.path)
+            self._submit(touch, entry.path)
 
     def discard(self, key: str) -> bool:
         """Forget the saved state `key` and delete its file; False if unknown."""
@@ -575,7 +558,7 @@ class StateStore:
         self._entries.pop(entry.key, None)
         entry.data = None
         if self.directory is not None:
-            self._submit(_unlink, self.directory / f"{entry.key}{_SUFFIX}")
+            self._submit(unlink, self.directory / f"{entry.key}{SUFFIX}")
 
     def _usable(self, model: str, n_ctx: int) -> Iterator[_Entry]:
         for e in list(self._entries.values()):
@@ -603,16 +586,15 @@ class StateStore:
     def _write_job(self, entry: _Entry, data: bytes) -> None:
         if self.directory is None:
             return
-        path = self.directory / f"{entry.key}{_SUFFIX}"
-        header = {
-            "version": 1,
-            "model_id": entry.model_id,
-            "session": entry.session,
-            "tokens": [int(t) for t in entry.tokens],
-            "n_bytes": len(data),
-        }
+        path = self.directory / f"{entry.key}{SUFFIX}"
         try:
-            size = _write_file(path, header, data)
+            size = write_state_file(
+                path,
+                model_id=entry.model_id,
+                session=entry.session,
+                tokens=entry.tokens,
+                payload=data,
+            )
         except OSError as exc:
             with self._lock:
                 self.write_errors.append(f"{path}: {exc}")
@@ -627,16 +609,15 @@ class StateStore:
     def _scan(self) -> None:
         if self.directory is None:
             return
-        for path in sorted(self.directory.glob(f"*{_SUFFIX}")):
+        for path in sorted(self.directory.glob(f"*{SUFFIX}")):
             try:
-                header = _read_header(path)
-                tokens = np.asarray(header["tokens"], dtype=np.int32)
+                header = read_header(path)
                 entry = _Entry(
-                    key=path.name[: -len(_SUFFIX)],
-                    model_id=str(header["model_id"]),
-                    tokens=tokens,
-                    session=str(header.get("session", "")),
-                    n_bytes=int(header["n_bytes"]),
+                    key=path.name[: -len(SUFFIX)],
+                    model_id=header.model_id,
+                    tokens=header.tokens,
+                    session=header.session,
+                    n_bytes=header.n_bytes,
                     last_used=path.stat().st_mtime,
                     path=path,
                     file_bytes=path.stat().st_size,
@@ -644,61 +625,3 @@ class StateStore:
             except (OSError, ValueError, KeyError, TypeError):
                 continue  # not ours, or damaged: leave it alone
             self._entries[entry.key] = entry
-
-
-def _key(model: str, tokens: Sequence[int]) -> str:
-    h = hashlib.sha256(model.encode())
-    h.update(np.asarray(tokens, dtype=np.int32).tobytes())
-    return h.hexdigest()[:24]
-
-
-def _write_file(path: Path, header: dict[str, object], payload: bytes) -> int:
-    head = json.dumps(header, separators=(",", ":")).encode()
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("wb") as fh:
-        fh.write(_HEADER.pack(_MAGIC, len(head)))
-        fh.write(head)
-        fh.write(payload)
-    os.replace(tmp, path)
-    return _HEADER.size + len(head) + len(payload)
-
-
-def _read_header(path: Path) -> dict[str, Any]:
-    with path.open("rb") as fh:
-        magic, n = _HEADER.unpack(fh.read(_HEADER.size))
-        if magic != _MAGIC:
-            raise ValueError(f"{path} is not a toolweave state file")
-        header = json.loads(fh.read(n))
-    if not isinstance(header, dict):
-        raise ValueError(f"{path}: malformed header")
-    return header
-
-
-@contextlib.contextmanager
-def _mapped_state(path: Path, model_id: str) -> Iterator[memoryview]:
-    """The payload of a state file as a writable copy-on-write mapping (no read, no copy)."""
-    with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY) as mm:
-        magic, n = _HEADER.unpack(mm[: _HEADER.size])
-        if magic != _MAGIC:
-            raise ValueError(f"{path} is not a toolweave state file")
-        header = json.loads(mm[_HEADER.size : _HEADER.size + n])
-        start = _HEADER.size + n
-        if not isinstance(header, dict) or header.get("model_id") != model_id:
-            raise ValueError(f"{path} belongs to another model")
-        if header.get("n_bytes") != len(mm) - start:
-            raise ValueError(f"{path}: truncated or malformed")
-        view = memoryview(mm)[start:]
-        try:
-            yield view
-        finally:
-            view.release()
-
-
-def _touch(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        os.utime(path)
-
-
-def _unlink(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        path.unlink(missing_ok=True)

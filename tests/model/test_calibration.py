@@ -153,7 +153,7 @@ def test_mode_cost_skips_empty_outputs_in_ms_per_token() -> None:
 
 
 def test_pass_times_replace_the_table_where_measured() -> None:
-    from toolweave.native.calibration import PassTimes
+    from toolweave.native.learning import PassTimes
 
     table = {1: 5.0, 2: 8.0, 3: 10.0}
     times = PassTimes(weight=0.5)

@@ -15,8 +15,8 @@ from toolweave.native.calibration import CostTable
 from toolweave.native.decode.exspec import exspec_table, generate_with_exspec
 from toolweave.native.decode.text import generate_text
 from toolweave.native.engine import Engine
-from toolweave.plan.format import parse_plan
 from toolweave.plan.grammar import plan_grammar
+from toolweave.plan.parse import parse_plan
 from toolweave.plan.prompts import planner_messages
 from toolweave.prompting.chat_template import render_chat
 from toolweave.results import CallResult

@@ -1,0 +1,140 @@
+"""Verifying a draft under the real prefix in one pass (the `lossless` rule).
+
+The draft is forwarded once; the longest prefix the `jump` decoder would itself have
+written is accepted (a run the grammar forces must match whole, a token the model
+chooses must be its constrained greedy choice), and at the first mismatch the decoder's
+own tokens are taken instead. Logits are asked only for the rows that decide something.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from toolweave.native.constraints import TokenMatcher
+from toolweave.native.engine import BatchToken, Engine
+
+__all__ = ["Verdict", "grammar_prefix", "verify_draft"]
+
+
+def grammar_prefix(matcher: TokenMatcher, tokens: Sequence[int]) -> tuple[list[int], list[int]]:
+    """The prefix of `tokens` the grammar accepts from `matcher`'s state (forced runs
+    whole), with the indices of the tokens the model chooses in it."""
+    probe = matcher.copy()
+    out: list[int] = []
+    choices: list[int] = []
+    j = 0
+    while j < len(tokens) and not probe.stopped:
+        forced = probe.forced()
+        if forced:
+            if list(tokens[j : j + len(forced)]) != forced:
+                break
+            probe.consume_many(forced)
+            out.extend(forced)
+            j += len(forced)
+            continue
+        if not probe.accepts_prefix([tokens[j]]):
+            break
+        probe.consume(tokens[j])
+        choices.append(len(out))
+        out.append(tokens[j])
+        j += 1
+    return out, choices
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What one verification pass decided.
+
+    `accepted` draft tokens are kept; `correction` is written after them instead of the
+    rest (a forced run, or the model's own token when `correction_chosen`). `chosen`
+    counts the accepted tokens the model chose rather than the grammar forced. The KV now
+    holds the first `kept` accepted tokens and `logits` predict the token after them.
+    `stalled`: the walk stopped with neither a mismatch nor the end of the draft.
+    """
+
+    drafted: int
+    accepted: tuple[int, ...]
+    correction: tuple[int, ...]
+    correction_chosen: bool
+    chosen: int
+    kept: int
+    logits: NDArray[np.float32]
+    stalled: bool
+
+
+def verify_draft(
+    engine: Engine,
+    matcher: TokenMatcher,
+    draft: Sequence[int],
+    *,
+    seq: int,
+    pos: int,
+    logits: NDArray[np.float32],
+    max_rows: int,
+) -> Verdict:
+    """Forward `draft` at position `pos` of `seq` in one pass and judge it.
+
+    `logits` predict the draft's first token, which must be the model's greedy choice
+    (checked by the caller for free); `matcher` is left where it was. At most `max_rows`
+    logits rows are asked (the draft is cut before the choice that would need more).
+    The KV cells of every token not kept are removed.
+    """
+    draft, choices = grammar_prefix(matcher, draft)
+    if len(choices) > max_rows:  # bound the logits buffer (vocabulary x rows)
+        draft, choices = draft[: choices[max_rows]], choices[:max_rows]
+    # The row before each token the model chooses, and the last.
+    wanted = {i - 1 for i in choices if i > 0} | {len(draft) - 1}
+    out = engine.forward([BatchToken(t, pos + i, (seq,), i in wanted) for i, t in enumerate(draft)])
+    rows = dict(zip(sorted(wanted), out, strict=True))
+    probe = matcher.copy()
+    accepted: list[int] = []
+    correction: list[int] = []
+    correction_chosen = False
+    chosen = 0
+    prev = logits
+    fresh = True  # prev predicts the token after the last accepted one
+    j = 0
+    while j < len(draft) and not probe.stopped:
+        forced = probe.forced()
+        if forced:
+            if list(draft[j : j + len(forced)]) != forced:
+                correction = forced
+                break
+            probe.consume_many(forced)
+            accepted.extend(forced)
+            j += len(forced)
+        else:
+            if not fresh:  # cannot happen with the rows asked above; stop safely
+                break
+            tok = probe.best(prev)
+            if engine.is_eog(tok):
+                break
+            if tok != draft[j]:
+                correction = [tok]
+                correction_chosen = True
+                break
+            probe.consume(tok)
+            accepted.append(tok)
+            chosen += 1
+            j += 1
+        row = rows.get(j - 1)
+        fresh = row is not None
+        if row is not None:
+            prev = row
+    # Without fresh logits the last accepted token is forwarded again later.
+    kept = len(accepted) if fresh or correction else len(accepted) - 1
+    engine.seq_remove(seq, pos + kept)
+    return Verdict(
+        drafted=len(draft),
+        accepted=tuple(accepted),
+        correction=tuple(correction),
+        correction_chosen=correction_chosen,
+        chosen=chosen,
+        kept=kept,
+        logits=prev,
+        stalled=not correction and j < len(draft) and not probe.stopped,
+    )
