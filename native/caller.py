@@ -26,6 +26,7 @@ from toolweave.native.decode.response import ResponseDecoder, ResponseStart, Spe
 from toolweave.native.decode.values import parallel_pays
 from toolweave.native.engine import Engine
 from toolweave.native.learning import engine_learning
+from toolweave.native.numerics import engine_bound
 from toolweave.native.states.prefill import prefill_prompt
 from toolweave.prompting.chat_template import Message, tool_messages
 from toolweave.results import CallResult, CallStats, InvalidCall
@@ -96,6 +97,9 @@ class ToolCaller:
         # SchemaFill forecasts in `fast` and `lossless` (verified, so output is unchanged).
         self.forecast = forecast
         self._ranking: ToolRanking | None = None
+        if not engine.batch_invariant:
+            # Measured now, while the KV cache is likely empty (see `engine_bound`).
+            engine_bound(engine)
 
     # ------------------------------------------------------------------ prompt
     def messages(self, request: str | Sequence[Message]) -> list[dict[str, object]]:
@@ -162,6 +166,7 @@ class ToolCaller:
             parallel_pays=values_pay,
             forecast=forecast,
             learning=engine_learning(self.engine),
+            bound=engine_bound(self.engine),
         )
 
     def _decode_events(
@@ -229,6 +234,8 @@ class ToolCaller:
             accepted_tokens=totals.accepted,
             forecast_drafted_tokens=totals.forecast_drafted,
             forecast_accepted_tokens=totals.forecast_accepted,
+            logit_bound=None if speculation.bound is None else speculation.bound.bound,
+            near_ties=tuple(totals.near_ties),
         )
         result = self._result(plan.mode, decoder.tokens, totals.finish_reason, stats, provisional)
         yield CallEvent("done", total_ms, result=result)

@@ -21,7 +21,7 @@ from toolweave.errors import ConstraintError
 if TYPE_CHECKING:
     from toolweave.native.engine import Engine
 
-__all__ = ["TokenMatcher", "Vocabulary", "vocabulary_for"]
+__all__ = ["TokenMatcher", "Vocabulary", "top_with_gap", "vocabulary_for"]
 
 _cache_lock = threading.Lock()
 _cache: dict[int, Vocabulary] = {}
@@ -55,6 +55,16 @@ def vocabulary_for(engine: Engine) -> Vocabulary:
             vocab = Vocabulary(engine)
             _cache[key] = vocab
         return vocab
+
+
+def top_with_gap(logits: NDArray[np.float32]) -> tuple[int, float]:
+    """The argmax of `logits` and its lead over the runner-up (inf when there is none)."""
+    best = int(np.argmax(logits))
+    if logits.shape[0] < 2:
+        return best, float("inf")
+    second = float(np.partition(logits, -2)[-2])
+    gap = float(logits[best]) - second
+    return best, gap if np.isfinite(gap) else float("inf")
 
 
 class TokenMatcher:
@@ -92,6 +102,14 @@ class TokenMatcher:
         if not allowed.any():
             raise ConstraintError("the grammar allows no token here")
         return int(np.argmax(np.where(allowed, logits, -np.inf)))
+
+    def best_with_gap(self, logits: NDArray[np.float32]) -> tuple[int, float]:
+        """The greedy allowed token and how far its logit leads the next allowed one
+        (infinite when it is the only one allowed)."""
+        allowed = self.mask()
+        if not allowed.any():
+            raise ConstraintError("the grammar allows no token here")
+        return top_with_gap(np.where(allowed, logits, -np.inf))
 
     def forced(self) -> list[int]:
         """Tokens the grammar forces from here (jump-forward), canonically tokenized."""

@@ -32,6 +32,7 @@ from toolweave.errors import (
     ModelError,
     SequenceError,
 )
+from toolweave.native.threads import default_threads
 
 __all__ = ["BatchToken", "Engine", "EngineCounters"]
 
@@ -135,12 +136,13 @@ class Engine:
         # row in a multi-token pass by up to ~0.9. One thread for single-token passes and
         # all cores for batches makes them bit-identical (what `lossless` needs) at a
         # measured ~2-7% per serial step on this 2-core CPU.
-        batch_threads = n_threads_batch or n_threads or max(1, os.cpu_count() or 1)
+        batch_threads = n_threads_batch or n_threads or default_threads()
         threads = n_threads or (1 if batch_invariant else batch_threads)
         self.n_seq_max = n_seq_max
         self.n_batch = n_batch
         self.n_threads = threads
         self.n_threads_batch = batch_threads
+        self.batch_invariant = batch_invariant and not n_threads
         self._n_ctx_wanted = n_ctx
         self._released = False
         self.last_acquire_ms: float | None = None

@@ -8,7 +8,17 @@ from typing import Any
 
 from toolweave.toolspec import ToolCall
 
-__all__ = ["CallResult", "CallStats", "InvalidCall"]
+__all__ = ["CallResult", "CallStats", "InvalidCall", "NearTie"]
+
+
+@dataclass(frozen=True)
+class NearTie:
+    """A draft position a batched row could not decide: its best token led the runner-up
+    by `gap`, within twice the engine's logit bound, so it was decided on the reference
+    path (the pass `jump` or plain decoding makes) instead. `position` counts output tokens."""
+
+    position: int
+    gap: float
 
 
 @dataclass(frozen=True)
@@ -21,6 +31,9 @@ class CallStats:
     Times are wall-clock milliseconds measured from the end of the prompt prefill
     (`prompt_ms` is that prefill), so modes sharing a prompt compare their own work;
     `cached_tokens` are prompt tokens whose KV state was reused from an earlier request.
+    `logit_bound` is how far a batched row may sit from a serial step on this engine
+    (None when nothing was verified); `near_ties` are the verified positions it left to
+    the reference path.
     """
 
     forward_passes: int = 0
@@ -38,6 +51,8 @@ class CallStats:
     accepted_tokens: int = 0
     forecast_drafted_tokens: int = 0
     forecast_accepted_tokens: int = 0
+    logit_bound: float | None = None
+    near_ties: tuple[NearTie, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

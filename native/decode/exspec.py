@@ -27,15 +27,18 @@ import time
 from collections.abc import Iterator, Sequence
 
 import numpy as np
+from numpy.typing import NDArray
 
 from toolweave.drafting.ngram import AcceptanceRate, NgramTable, draft_length
 from toolweave.events import CallEvent
 from toolweave.native.calibration import CostTable, engine_costs
-from toolweave.native.constraints import TokenMatcher, vocabulary_for
+from toolweave.native.constraints import TokenMatcher, top_with_gap, vocabulary_for
 from toolweave.native.decode.text import _stop_at, greedy_token, text_done  # shared rules
 from toolweave.native.engine import BatchToken, Engine
 from toolweave.native.learning import Learned, engine_learning
+from toolweave.native.numerics import LogitBound, engine_bound
 from toolweave.native.states.prefill import prefill_prompt
+from toolweave.results import NearTie
 
 __all__ = ["exspec_table", "generate_with_exspec"]
 
@@ -63,6 +66,7 @@ def generate_with_exspec(
     grammar: str | None = None,
     jump: bool = False,
     learn: str | None = None,
+    bound: LogitBound | None = None,
 ) -> Iterator[CallEvent]:
     """Greedy decoding after `prompt`, with n-gram drafts verified in one pass each.
 
@@ -107,6 +111,7 @@ def generate_with_exspec(
         reason = "length"
         t_first: float | None = None
         drafted = accepted = forced_total = 0
+        near_ties: list[NearTie] = []
         try:
             while True:
                 emitted: list[int] = []
@@ -165,7 +170,11 @@ def generate_with_exspec(
                         contexts.observe(at, rate, int(hit), not hit)
                         rate = rate.observe(int(hit), not hit)
                     continue
-                new = _verify(engine, seq, pos, tokens[-1], draft[:k], matcher)
+                if bound is None:
+                    bound = engine_bound(engine)
+                new, tie = _verify(engine, seq, pos, tokens[-1], draft[:k], matcher, bound)
+                if tie is not None:
+                    near_ties.append(NearTie(len(tokens) + len(new) - 1, tie))
                 times.observe(k + 1, (time.perf_counter() - t_pass) * 1000)
                 drafted += k
                 accepted += len(new) - 1
@@ -182,6 +191,7 @@ def generate_with_exspec(
     yield text_done(
         pre, prompt, tokens, text, reason, passes, prefill_passes, total_ms, t_first, mode,
         drafted=drafted, accepted=accepted, forced=forced_total,
+        logit_bound=None if bound is None else bound.bound, near_ties=near_ties,
     )  # fmt: skip
 
 
@@ -213,34 +223,47 @@ def _verify(
     pos: int,
     pending: int,
     draft: list[int],
-    matcher: TokenMatcher | None = None,
-) -> list[int]:
+    matcher: TokenMatcher | None,
+    bound: LogitBound,
+) -> tuple[list[int], float | None]:
     """Forward `pending` (at `pos`) and `draft` in one pass; return the model's greedy
     tokens (constrained by `matcher`, which is left where it was): the accepted draft
     prefix plus the model's own next token. The KV cells of the rejected draft tokens are
-    removed, those of the accepted ones kept."""
+    removed, those of the accepted ones kept.
+
+    A batched row decides its token only where `bound` says it does; at a closer
+    position the token is decided by a single-token step of the token before it, as
+    plain greedy decoding computes it, and the walk ends there. The second value is
+    that position's gap, or None."""
     items = [BatchToken(t, pos + i, (seq,), True) for i, t in enumerate([pending, *draft])]
     rows = engine.forward(items)
-    if matcher is None:
-        greedy = [int(t) for t in np.argmax(rows, axis=1)]
-        j = 0
-        while j < len(draft) and greedy[j] == draft[j]:
-            j += 1
-        out = greedy[: j + 1]
-    else:
-        out = []
-        consumed = 0
-        try:
-            for j, row in enumerate(rows):
-                best = matcher.best(row)
+    out: list[int] = []
+    tie: float | None = None
+    consumed = 0
+    try:
+        for j in range(len(rows)):
+            best, gap = _best(rows[j], matcher)
+            if not bound.decides(gap):
+                tie = gap
+                engine.seq_remove(seq, pos + j)
+                serial = engine.forward([items[j]])[0]
+                best, _ = _best(serial, matcher)
                 out.append(best)
-                if j >= len(draft) or best != draft[j] or engine.is_eog(best):
-                    break
+                break
+            out.append(best)
+            if j >= len(draft) or best != draft[j] or engine.is_eog(best):
+                break
+            if matcher is not None:
                 matcher.consume(best)
                 consumed += 1
-        finally:
+    finally:
+        if matcher is not None:
             matcher.rollback(consumed)
-        j = len(out) - 1
-    if j < len(draft):
+    j = len(out) - 1
+    if tie is None and j < len(draft):
         engine.seq_remove(seq, pos + 1 + j)
-    return out
+    return out, tie
+
+
+def _best(row: NDArray[np.float32], matcher: TokenMatcher | None) -> tuple[int, float]:
+    return top_with_gap(row) if matcher is None else matcher.best_with_gap(row)

@@ -49,6 +49,8 @@ from toolweave.native.decode.values import draft_values
 from toolweave.native.decode.verify import verify_draft
 from toolweave.native.engine import BatchToken, Engine
 from toolweave.native.learning import EngineLearning
+from toolweave.native.numerics import LogitBound
+from toolweave.results import NearTie
 from toolweave.toolspec import ToolCall, ToolSpec
 
 __all__ = ["DecodeTotals", "ResponseDecoder", "ResponseStart", "Speculation"]
@@ -79,6 +81,7 @@ class DecodeTotals:
     fallbacks: list[str] = field(default_factory=list)
     value_lengths: list[int] = field(default_factory=list)
     phases_ms: dict[str, float] = field(default_factory=dict)
+    near_ties: list[NearTie] = field(default_factory=list)
 
     def add_phase(self, name: str, ms: float) -> None:
         self.phases_ms[name] = self.phases_ms.get(name, 0.0) + ms
@@ -124,6 +127,8 @@ class Speculation:
     drafted in `branch_seqs`, `batch_pays(k)` says whether one k-token pass beats k serial
     ones and `parallel_pays(spec, n)` whether drafting n values pays. Forecasts need the
     `forecast` ranking and the engine's `costs`; their acceptance is kept in `learning`.
+    `bound` is the engine's logit bound: a verified choice is taken from a batched row only
+    where that row decides it.
     """
 
     costs: CostTable | None = None
@@ -133,6 +138,7 @@ class Speculation:
     parallel_pays: Callable[[ToolSpec, int], bool] = _parallel_pays
     forecast: CallForecast | None = None
     learning: EngineLearning = field(default_factory=EngineLearning)
+    bound: LogitBound | None = None
 
 
 class ResponseDecoder:
@@ -538,6 +544,7 @@ class ResponseDecoder:
             pos=self.prompt_len + self.kv_len,
             logits=self.logits,
             max_rows=self._max_rows,
+            bound=self.speculation.bound,
         )
         accepted = verdict.accepted
         if forecast:
@@ -553,6 +560,8 @@ class ResponseDecoder:
         # Without fresh logits the last accepted token is forwarded again by `_flush`.
         self.kv_len = len(self.tokens) - (len(accepted) - verdict.kept)
         self.logits = verdict.logits
+        if verdict.near_tie is not None:
+            self.totals.near_ties.append(NearTie(len(self.tokens), verdict.near_tie))
         if verdict.correction:
             kind = None if verdict.correction_chosen else "skeleton"
             yield from self._commit(

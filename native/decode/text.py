@@ -19,7 +19,7 @@ from toolweave.events import CallEvent
 from toolweave.native.constraints import TokenMatcher, vocabulary_for
 from toolweave.native.engine import BatchToken, Engine
 from toolweave.native.states.prefill import PromptPrefill, prefill_prompt
-from toolweave.results import CallResult, CallStats
+from toolweave.results import CallResult, CallStats, NearTie
 
 __all__ = ["first_token", "generate_text"]
 
@@ -119,6 +119,8 @@ def text_done(
     drafted: int = 0,
     accepted: int = 0,
     forced: int = 0,
+    logit_bound: float | None = None,
+    near_ties: Sequence[NearTie] = (),
 ) -> CallEvent:
     """The 'done' event of a text decoder, with its stats (shared by ExSpec); `forced`
     output tokens were prefilled (jump-forward), not decoded."""
@@ -136,6 +138,8 @@ def text_done(
         phases_ms={"first_token": t_first} if t_first is not None else {},
         drafted_tokens=drafted,
         accepted_tokens=accepted,
+        logit_bound=logit_bound,
+        near_ties=tuple(near_ties),
     )
     result = CallResult(
         mode=mode, calls=(), text=text, tokens=tuple(tokens), stats=stats, finish_reason=reason

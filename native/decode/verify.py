@@ -4,6 +4,13 @@ The draft is forwarded once; the longest prefix the `jump` decoder would itself 
 written is accepted (a run the grammar forces must match whole, a token the model
 chooses must be its constrained greedy choice), and at the first mismatch the decoder's
 own tokens are taken instead. Logits are asked only for the rows that decide something.
+
+A batched row's logits differ slightly from those of the pass `jump` makes for the same
+token (`toolweave.native.numerics`). A choice is taken from a batched row only when its
+best token leads the runner-up by more than twice the engine's logit bound; at a closer
+position the verdict stops and leaves the tokens since the previous choice pending, so
+the decoder forwards them in one pass, exactly the pass `jump` makes there, and decides
+the position from that.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from numpy.typing import NDArray
 
 from toolweave.native.constraints import TokenMatcher
 from toolweave.native.engine import BatchToken, Engine
+from toolweave.native.numerics import LogitBound
 
 __all__ = ["Verdict", "grammar_prefix", "verify_draft"]
 
@@ -54,6 +62,8 @@ class Verdict:
     counts the accepted tokens the model chose rather than the grammar forced. The KV now
     holds the first `kept` accepted tokens and `logits` predict the token after them.
     `stalled`: the walk stopped with neither a mismatch nor the end of the draft.
+    `near_tie`: the gap of the choice the batched row could not decide (the walk stopped
+    before it), or None.
     """
 
     drafted: int
@@ -64,6 +74,7 @@ class Verdict:
     kept: int
     logits: NDArray[np.float32]
     stalled: bool
+    near_tie: float | None = None
 
 
 def verify_draft(
@@ -75,13 +86,15 @@ def verify_draft(
     pos: int,
     logits: NDArray[np.float32],
     max_rows: int,
+    bound: LogitBound | None = None,
 ) -> Verdict:
     """Forward `draft` at position `pos` of `seq` in one pass and judge it.
 
     `logits` predict the draft's first token, which must be the model's greedy choice
     (checked by the caller for free); `matcher` is left where it was. At most `max_rows`
     logits rows are asked (the draft is cut before the choice that would need more).
-    The KV cells of every token not kept are removed.
+    The KV cells of every token not kept are removed. With a `bound`, a choice whose
+    batched row does not decide it (`LogitBound.decides`) ends the walk (`near_tie`).
     """
     draft, choices = grammar_prefix(matcher, draft)
     if len(choices) > max_rows:  # bound the logits buffer (vocabulary x rows)
@@ -97,6 +110,8 @@ def verify_draft(
     chosen = 0
     prev = logits
     fresh = True  # prev predicts the token after the last accepted one
+    last_choice = 0  # index in `accepted` of the latest token the model chose
+    near_tie: float | None = None
     j = 0
     while j < len(draft) and not probe.stopped:
         forced = probe.forced()
@@ -110,7 +125,10 @@ def verify_draft(
         else:
             if not fresh:  # cannot happen with the rows asked above; stop safely
                 break
-            tok = probe.best(prev)
+            tok, gap = probe.best_with_gap(prev)
+            if prev is not logits and bound is not None and not bound.decides(gap):
+                near_tie = gap
+                break
             if engine.is_eog(tok):
                 break
             if tok != draft[j]:
@@ -118,6 +136,7 @@ def verify_draft(
                 correction_chosen = True
                 break
             probe.consume(tok)
+            last_choice = len(accepted)
             accepted.append(tok)
             chosen += 1
             j += 1
@@ -126,7 +145,19 @@ def verify_draft(
         if row is not None:
             prev = row
     # Without fresh logits the last accepted token is forwarded again later.
-    kept = len(accepted) if fresh or correction else len(accepted) - 1
+    # The last row predicts the next token: if that is a choice the row cannot decide,
+    # the decoder must not take it from this row either.
+    ends_on_row = fresh and prev is not logits and j == len(draft) and not correction
+    if near_tie is None and bound is not None and ends_on_row and not probe.stopped:
+        _, gap = probe.best_with_gap(prev) if not probe.forced() else (0, float("inf"))
+        if not bound.decides(gap):
+            near_tie = gap
+    if near_tie is not None:
+        # `jump` forwards the latest choice and the forced run after it in one pass, and
+        # decides the next choice from that pass: leave exactly those tokens pending.
+        kept = last_choice
+    else:
+        kept = len(accepted) if fresh or correction else len(accepted) - 1
     engine.seq_remove(seq, pos + kept)
     return Verdict(
         drafted=len(draft),
@@ -137,4 +168,5 @@ def verify_draft(
         kept=kept,
         logits=prev,
         stalled=not correction and j < len(draft) and not probe.stopped,
+        near_tie=near_tie,
     )

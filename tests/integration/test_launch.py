@@ -43,7 +43,7 @@ def test_the_entry_re_executes_with_huge_pages_and_runs_the_command(tmp_path: Pa
         textwrap.dedent(
             """
             import os, sys
-            from toolweave.adapters import launch
+            from toolweave.adapters.cli import launch
             if launch.huge_pages_active():
                 print("active", os.environ["GLIBC_TUNABLES"], sys.argv[1:])
                 sys.exit(0)
