@@ -166,7 +166,8 @@ class ToolCaller:
             parallel_pays=values_pay,
             forecast=forecast,
             learning=engine_learning(self.engine),
-            bound=engine_bound(self.engine),
+            # A batch-invariant engine's rows equal its serial steps: nothing to bound.
+            bound=None if self.engine.batch_invariant else engine_bound(self.engine),
         )
 
     def _decode_events(

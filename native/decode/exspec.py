@@ -170,7 +170,7 @@ def generate_with_exspec(
                         contexts.observe(at, rate, int(hit), not hit)
                         rate = rate.observe(int(hit), not hit)
                     continue
-                if bound is None:
+                if bound is None and not engine.batch_invariant:
                     bound = engine_bound(engine)
                 new, tie = _verify(engine, seq, pos, tokens[-1], draft[:k], matcher, bound)
                 if tie is not None:
@@ -224,14 +224,14 @@ def _verify(
     pending: int,
     draft: list[int],
     matcher: TokenMatcher | None,
-    bound: LogitBound,
+    bound: LogitBound | None,
 ) -> tuple[list[int], float | None]:
     """Forward `pending` (at `pos`) and `draft` in one pass; return the model's greedy
     tokens (constrained by `matcher`, which is left where it was): the accepted draft
     prefix plus the model's own next token. The KV cells of the rejected draft tokens are
     removed, those of the accepted ones kept.
 
-    A batched row decides its token only where `bound` says it does; at a closer
+    A batched row decides its token only where `bound` (None: every row) says it does; at a closer
     position the token is decided by a single-token step of the token before it, as
     plain greedy decoding computes it, and the walk ends there. The second value is
     that position's gap, or None."""
@@ -243,7 +243,7 @@ def _verify(
     try:
         for j in range(len(rows)):
             best, gap = _best(rows[j], matcher)
-            if not bound.decides(gap):
+            if bound is not None and not bound.decides(gap):
                 tie = gap
                 engine.seq_remove(seq, pos + j)
                 serial = engine.forward([items[j]])[0]
