@@ -1,6 +1,5 @@
-"""The logit bound `lossless` decides by: measured on the real engine, kept on disk, and the
-margin rule against the plain decoders on an engine whose serial steps run on every core
-(where batched rows and serial steps differ)."""
+"""The logit bound verified drafts decide by: measured on the real engine (zero on the
+exact engine, above zero where serial steps run on several threads) and kept on disk."""
 
 from __future__ import annotations
 
@@ -14,8 +13,6 @@ import pytest
 from toolweave.models import default_model_path
 from toolweave.native import numerics
 from toolweave.native.constraints import top_with_gap
-from toolweave.native.decode.exspec import exspec_table, generate_with_exspec
-from toolweave.native.decode.text import generate_text
 from toolweave.native.engine import Engine
 from toolweave.native.numerics import LogitBound, engine_bound, measure_bound
 from toolweave.native.threads import default_threads, physical_cores
@@ -93,22 +90,3 @@ def test_the_bound_is_measured_kept_and_rebuilt_when_corrupt(
         numerics._ENGINE_BOUNDS.pop(fresh)
         again = engine_bound(fresh, cache_dir=tmp_path)
         assert again.max_delta > 0 and json.loads(stored.read_text())["format"]
-
-
-@multi_core
-def test_exspec_equals_plain_greedy_where_rows_differ(free_engine: Engine) -> None:
-    examples = [
-        "Question: What is the weather in Paris?\n1. get_weather(city='Paris')\n2. join()",
-        "Question: What is the weather in Rome and in Berlin?\n"
-        "1. get_weather(city='Rome')\n2. get_weather(city='Berlin')\n3. join()",
-    ]
-    for query in ("Question: What is the weather in Oslo?", "Question: Weather in Lima and Quito?"):
-        text = "\n\n".join(examples) + "\n\n" + query + "\n1."
-        prompt = free_engine.tokenize(text, parse_special=False)
-        plain = list(generate_text(free_engine, prompt, max_tokens=40))[-1].result
-        table = exspec_table(free_engine, examples, query)
-        drafted = list(generate_with_exspec(free_engine, prompt, table=table, max_tokens=40))
-        result = drafted[-1].result
-        assert plain is not None and result is not None
-        assert result.tokens == plain.tokens
-        assert result.stats.logit_bound is not None and result.stats.accepted_tokens > 0
