@@ -242,12 +242,12 @@ def _verify(
     consumed = 0
     try:
         for j in range(len(rows)):
-            best, gap = _best(rows[j], matcher)
+            best, gap = _best(rows[j], matcher, bound is not None)
             if bound is not None and not bound.decides(gap):
                 tie = gap
                 engine.seq_remove(seq, pos + j)
                 serial = engine.forward([items[j]])[0]
-                best, _ = _best(serial, matcher)
+                best, _ = _best(serial, matcher, False)
                 out.append(best)
                 break
             out.append(best)
@@ -265,5 +265,9 @@ def _verify(
     return out, tie
 
 
-def _best(row: NDArray[np.float32], matcher: TokenMatcher | None) -> tuple[int, float]:
+def _best(row: NDArray[np.float32], matcher: TokenMatcher | None, gap: bool) -> tuple[int, float]:
+    """The greedy token of `row`, and its lead over the runner-up when `gap` is asked
+    (0.0 otherwise: the runner-up needs a sort of the vocabulary)."""
+    if not gap:
+        return (int(np.argmax(row)) if matcher is None else matcher.best(row)), 0.0
     return top_with_gap(row) if matcher is None else matcher.best_with_gap(row)

@@ -125,7 +125,8 @@ def verify_draft(
         else:
             if not fresh:  # cannot happen with the rows asked above; stop safely
                 break
-            tok, gap = probe.best_with_gap(prev)
+            # The runner-up gap matters only under a bound (it costs a vocabulary sort).
+            tok, gap = probe.best_with_gap(prev) if bound is not None else (probe.best(prev), 0.0)
             if prev is not logits and bound is not None and not bound.decides(gap):
                 near_tie = gap
                 break
