@@ -1,10 +1,12 @@
 """`toolweave bench ...`: benchmark commands (argument parsing, workload files, printing).
 
-    toolweave bench engine --json OUT [--model M] [--calls N]
+    toolweave bench engine --json OUT [--model M] [--calls N] [--contexts 300,1000,3000]
 
-`engine` measures the engine's cost table and then `constrained` against `grammar` on
-the bundled assistant tools, both modes interleaved per query in one process. The
-measuring itself lives in `toolweave.native.calibration`.
+`engine` measures the engine's cost table, then `constrained` against `grammar` on the
+bundled assistant tools, both modes interleaved per query in one process, then the serial
+step of toolweave's engine against llama-cpp-python's at every thread count and each
+context length (`toolweave.adapters.bench.engine_steps`). The cost table itself is
+measured by `toolweave.native.calibration`.
 """
 
 from __future__ import annotations
@@ -23,6 +25,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from toolweave.adapters.bench.engine_steps import (
+    CONTEXTS,
+    StepSweep,
+    print_sweep,
+    sweep_points,
+    sweep_steps,
+)
 from toolweave.errors import ToolSpecError
 from toolweave.eval.modebench import ModeComparison, compare_modes
 from toolweave.models import MODELS, resolve_model
@@ -30,6 +39,7 @@ from toolweave.native.baselines.grammar import GrammarBaseline
 from toolweave.native.calibration import CostTable, measure_costs
 from toolweave.native.caller import ToolCaller
 from toolweave.native.engine import Engine
+from toolweave.native.threads import default_threads
 from toolweave.results import CallResult
 from toolweave.toolspec import ToolSpec, load_tools_file
 
@@ -117,8 +127,14 @@ def bench_engine(
     tools: Annotated[Path, typer.Option("--tools", help="Tool catalogue.")] = DEFAULT_TOOLS,
     queries: Annotated[Path, typer.Option("--queries", help="Queries file.")] = DEFAULT_QUERIES,
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=1)] = 256,
+    contexts: Annotated[
+        str,
+        typer.Option("--contexts", help="Prompt lengths of the serial-step sweep; '' skips it."),
+    ] = ",".join(map(str, CONTEXTS)),
+    rounds: Annotated[int, typer.Option("--rounds", min=1, help="Sweep rounds.")] = 3,
 ) -> None:
-    """Engine cost table, then constrained vs grammar ms per call token."""
+    """Engine cost table, constrained vs grammar, serial steps vs llama-cpp-python."""
+    lengths = _contexts(contexts)
     requests = assistant_requests(tools, queries, calls)
     out = Console(highlight=False)
     path = resolve_model(model)
@@ -137,9 +153,21 @@ def bench_engine(
             )
         finally:
             runner.close()
-        report = _report(engine, table, comparison, requests)
+        sweep = None
+        if lengths:
+            total = sweep_points(lengths, rounds, default_threads())
+            task = progress.add_task("serial steps", total=total)
+            sweep = sweep_steps(
+                path,
+                contexts=lengths,
+                rounds=rounds,
+                on_point=lambda key: progress.update(task, advance=1),
+            )
+        report = _report(engine, table, comparison, requests, sweep)
     print_cost_table(table, out)
     print_comparison(comparison, out)
+    if sweep is not None:
+        print_sweep(sweep, out)
     json_out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     out.print(f"wrote {json_out}")
 
@@ -157,8 +185,23 @@ def _progress() -> Iterator[Progress]:
         yield progress
 
 
+def _contexts(text: str) -> tuple[int, ...]:
+    try:
+        lengths = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        msg = f"--contexts takes comma-separated token counts, got {text!r}"
+        raise typer.BadParameter(msg) from None
+    if any(n < 16 for n in lengths):
+        raise typer.BadParameter("--contexts: each length must be at least 16 tokens")
+    return lengths
+
+
 def _report(
-    engine: Engine, table: CostTable, comparison: ModeComparison, requests: Sequence[BenchRequest]
+    engine: Engine,
+    table: CostTable,
+    comparison: ModeComparison,
+    requests: Sequence[BenchRequest],
+    sweep: StepSweep | None,
 ) -> dict[str, Any]:
     return {
         "benchmark": "engine",
@@ -175,6 +218,7 @@ def _report(
             ],
             "grammar_over_constrained": comparison.ratio("grammar", "constrained"),
         },
+        "serial_steps": None if sweep is None else sweep.to_dict(),
     }
 
 
