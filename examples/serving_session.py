@@ -25,9 +25,9 @@ import numpy as np
 
 from toolweave import ToolCall, load_tools_file, resolve_model
 from toolweave.eval.serving_trace import DEFAULT_RULES, AgentAction, tool_catalogue
+from toolweave.native.chat import chat_tokens
 from toolweave.native.engine import BatchToken, Engine
 from toolweave.native.states.store import StateStore
-from toolweave.prompting.chat_template import render_chat
 
 TOOLS = Path(__file__).resolve().parent / "tools" / "assistant_tools.json"
 TASK = (
@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"checkpoints in {directory}")
 
         with Engine(model, n_ctx=2048, n_seq_max=1) as engine, StateStore(directory) as store:
-            prompts = [engine.tokenize(render_chat(engine.chat_template, r)) for r in requests]
+            prompts = [chat_tokens(engine, r) for r in requests]
             total = sum(len(p) for p in prompts[: args.steps])
             new = sum(
                 serve(engine, store, p, k + 1, args.decode)

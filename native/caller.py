@@ -19,7 +19,7 @@ from toolweave.formats import CallFormat, format_for_chat_template, get_format
 from toolweave.grammar.call import call_grammar, value_grammar
 from toolweave.modes import check_mode
 from toolweave.native.calibration import CostTable, engine_costs
-from toolweave.native.chat import chat_text
+from toolweave.native.chat import chat_text, chat_tokens
 from toolweave.native.constraints import TokenMatcher, vocabulary_for
 from toolweave.native.decode.plan import DecodePlan
 from toolweave.native.decode.response import ResponseDecoder, ResponseStart, Speculation
@@ -109,7 +109,8 @@ class ToolCaller:
         return chat_text(self.engine, self.messages(request))
 
     def prompt_tokens(self, request: str | Sequence[Message]) -> list[int]:
-        return self.engine.tokenize(self.prompt_text(request))
+        """The prompt's tokens: the template's control tokens, every message as text."""
+        return chat_tokens(self.engine, self.messages(request))
 
     # ------------------------------------------------------------------ decoding
     def call(self, request: str | Sequence[Message], mode: str = "constrained") -> CallResult:

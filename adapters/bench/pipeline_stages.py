@@ -74,7 +74,8 @@ class StageTimes:
 def render_tokens(
     engine: Engine, messages: Sequence[tuple[str, str]], *, generation: bool = True
 ) -> list[int]:
-    """The chat-template tokens of (role, text) messages."""
+    """The chat-template tokens of (role, text) messages: the template's control tokens,
+    every message's text as plain text (`toolweave.native.chat.chat_tokens`)."""
     msgs = [{"role": r, "content": t} for r, t in messages]
     return chat_tokens(engine, msgs, add_generation_prompt=generation)
 

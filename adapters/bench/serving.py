@@ -47,9 +47,10 @@ from toolweave.checkpoints import common_prefix
 from toolweave.errors import ToolweaveError
 from toolweave.eval.bfcl_multi_turn import load_multi_turn
 from toolweave.eval.modebench import geomean
-from toolweave.eval.serving_trace import TraceStep, render_trace, replay_trace
+from toolweave.eval.serving_trace import TraceStep, replay_trace
 from toolweave.models import MODELS, resolve_model
 from toolweave.native.baselines.llama_cpp_cache import LlamaCppCached, StepRun
+from toolweave.native.chat import chat_tokens
 from toolweave.native.states.idle import IdleReleaser, resident_bytes
 
 __all__ = ["CONFIGS", "bench_serving"]
@@ -299,8 +300,8 @@ def _run(
     idle_probes: int,
 ) -> dict[str, Any]:
     tw = ToolweaveConfig(path, n_ctx, decode, root / "toolweave")
-    texts = render_trace(trace, tw.engine.chat_template)
-    all_prompts = [tw.engine.tokenize(t) for t in texts]
+    # Message text is tokenized as plain text: only the template's own markers are control.
+    all_prompts = [chat_tokens(tw.engine, step.messages) for step in trace]
     too_long = [i for i, p in enumerate(all_prompts) if len(p) + decode > n_ctx]
     if too_long:
         raise ToolweaveError(f"{len(too_long)} requests do not fit --n-ctx {n_ctx}; raise it")

@@ -47,8 +47,8 @@ def exspec_table(
     engine: Engine, example_texts: Sequence[str], query: str, *, n: int = 3
 ) -> NgramTable:
     """The per-query table: the examples' and the query's tokens, in that order (so the
-    query wins ties)."""
-    streams = [engine.tokenize(text) for text in [*example_texts, query]]
+    query wins ties). Both are tokenized as plain text, as the prompt holds them."""
+    streams = [engine.tokenize(text, parse_special=False) for text in [*example_texts, query]]
     return NgramTable.build(streams, n=n)
 
 
