@@ -2,18 +2,22 @@
 
 A provisional call runs a tool early, so a wrong "read-only" would repeat a payment or
 an email. The classifier therefore promises one thing above all: when it is unsure, the
-tool is *not* read-only. Evidence is weighed in this order:
+tool is *not* read-only. Evidence is weighed in this order (docs/read-only.md):
 
-1. a user override (``source="override"``);
-2. MCP annotations: ``readOnlyHint`` (or ``read_only_hint``) decides when it is a
-   boolean; without it, ``destructiveHint: true`` means not read-only
-   (``source="annotations"``);
-3. words in the name and the description: any side effect (create, send, "and marks
-   them as read", "is removed") beats any read-only word (get, list, "dry run"); a
-   side-effect word counts only where it stands as a verb, and not when negated or
+1. a user override (``source="override"``), or an answer given before and carried in
+   the ``x-toolweave-read-only`` annotation (`DECIDED_KEY`);
+2. words in the name and the description: any side effect (create, ban, "shut down",
+   "and marks them as read", "is removed") anywhere in them means not read-only; a
+   side-effect word counts only where it stands as a verb (the first word of a name, or
+   the first verb after a prefix such as ``browser_``), and not when negated or
    hypothetical ("without sending", "would be deployed") (``source`` "name",
    "description" or "name+description");
-4. otherwise not read-only (``source="default"``).
+3. MCP annotations, unless the caller does not trust them (``trust_annotations``):
+   ``destructiveHint: true`` or ``readOnlyHint: false`` means not read-only;
+   ``readOnlyHint: true`` means read-only only when step 2 found no side effect
+   (``source="annotations"``); hints an adapter filled with defaults do not count;
+4. read-only words (get, list, "dry run") with no side effect: read-only; otherwise
+   not read-only (``source="default"``).
 """
 
 from __future__ import annotations
@@ -26,10 +30,23 @@ from itertools import pairwise
 from toolweave.errors import ToolSpecError
 from toolweave.toolspec import ToolSpec
 
-__all__ = ["DEFAULTED_KEY", "ReadOnlyDecision", "classify_tool", "classify_tools", "with_read_only"]
+__all__ = [
+    "DECIDED_KEY",
+    "DEFAULTED_KEY",
+    "ReadOnlyDecision",
+    "check_overrides",
+    "classify_tool",
+    "classify_tools",
+    "with_read_only",
+]
 
 #: Annotation key an adapter uses to list hints it filled in with defaults (MCP).
 DEFAULTED_KEY = "x-defaulted"
+#: Annotation key holding a read-only answer toolweave or its user already gave (a tool
+#: converted back and forth keeps it); it is final, like an override.
+DECIDED_KEY = "x-toolweave-read-only"
+_READ_ONLY_KEYS = ("readOnlyHint", "read_only_hint")
+_DESTRUCTIVE_KEYS = ("destructiveHint", "destructive_hint")
 
 
 def _wordset(text: str) -> frozenset[str]:
@@ -38,36 +55,47 @@ def _wordset(text: str) -> frozenset[str]:
 
 # Side-effect verbs that are rarely anything else: they count wherever they appear.
 _SIDE_EFFECT = _wordset(
-    "accept acknowledge acquire add apply approve assign authenticate broadcast buy cancel "
-    "checkout cleanup confirm create decline decrement delete deliver deploy dequeue destroy "
-    "detach disable dismiss downvote edit enable enqueue enroll erase execute grant increment "
-    "insert install invite kill mark merge modify move mute notify overwrite pay provision "
-    "prune publish purchase purge reboot redeem refund register reject remove rename reserve "
-    "reset respond restore retweet revert revoke rollback rotate save sell send snooze submit "
-    "subscribe sync terminate toggle trigger uninstall unlock unmute unsubscribe update "
-    "upload upvote withdraw wipe write"
+    "accept acknowledge acquire add annotate apply approve assign authenticate ban "
+    "broadcast buy cancel checkout cleanup confirm create decline decrement delete deliver "
+    "deploy dequeue destroy detach disable dismiss downvote edit enable enqueue enroll "
+    "erase execute grant increment insert install invite kill mark merge modify move mute "
+    "notify overwrite pay provision prune publish purchase purge reboot redeem refund "
+    "register reject remove rename reserve reset respond restore retweet revert revoke "
+    "rollback rotate save sell send snooze submit shutdown subscribe sync terminate toggle "
+    "trigger truncate unban uninstall unlock unmute unsubscribe update upload upvote "
+    "withdraw wipe write"
 )
 # Also common nouns ("the order status", "commit logs"): count only where a verb stands.
 _SIDE_EFFECT_AS_VERB = _wordset(
     "archive backup block book call change charge claim clear close comment commit copy "
-    "deposit download drop email fire fix flag flash follow forward hold issue launch like "
-    "lock log login logout mount open order pause ping place play pop post print pull push "
-    "rate record refresh replace reply request restart resume run schedule set share ship "
-    "sign star start stop store switch test transfer turn watch"
+    "deposit download drop email fire fix flag flash follow forward highlight hold issue "
+    "kick launch like lock log login logout mount open order pause ping place play pop post "
+    "print pull push rate record refresh replace reply request restart resume run schedule "
+    "set share ship sign star start stop store switch test transfer turn watch"
 )
 # Things that reach a person: showing a notification is not reading one.
 _SIDE_EFFECT_NOUNS = frozenset({"notification", "notifications", "popup", "toast"})
+# Verbs that fetch what they name ("list notifications"), unlike "show" or "display".
+_RETRIEVE_VERBS = frozenset(
+    {"get", "gets", "list", "lists", "read", "reads", "fetch", "fetches", "retrieve"}
+    | {"retrieves", "search", "searches", "find", "finds", "query", "lookup", "count"}
+)
 # Running something is as read-only as the thing run: trust it only next to "read-only".
-_EXECUTE = frozenset({"run", "execute"})
-# Two-word side effects: "check in for a flight", "log in", "turn off the lights".
-_SIDE_EFFECT_PAIRS = frozenset(
+_EXECUTE = frozenset({"run", "execute", "evaluate", "eval"})
+# Two-word side effects that count wherever they stand: "and shut down the server".
+_SIDE_EFFECT_PHRASES = frozenset(
+    {("shut", "down"), ("kick", "off"), ("tear", "down"), ("spin", "up"), ("roll", "back")}
+    | {("take", "down"), ("power", "off"), ("power", "on"), ("turn", "on"), ("turn", "off")}
+    | {("wipe", "out"), ("opt", "in"), ("opt", "out")}
+)
+# Two-word side effects only where a verb stands: "check in for a flight", "log in".
+_SIDE_EFFECT_PAIRS = _SIDE_EFFECT_PHRASES | frozenset(
     {("check", "in"), ("check", "out"), ("log", "in"), ("log", "out"), ("sign", "in")}
-    | {("sign", "up"), ("sign", "out"), ("opt", "in"), ("opt", "out"), ("turn", "on")}
-    | {("turn", "off")}
+    | {("sign", "up"), ("sign", "out")}
 )
 _READ_VERBS = _wordset(
     "analyse analyze browse calculate check compare compute convert count describe detect "
-    "diff estimate evaluate explain fetch find geocode get inspect lint list look "
+    "diff estimate explain fetch find geocode get inspect lint list look "
     "lookup measure parse peek preview query read render report retrieve return search "
     "show solve summarise summarize translate validate view"
 )
@@ -82,7 +110,9 @@ _NEGATORS = _wordset(
     "not no never without nothing neither nor would could dry simulate simulates "
     "simulating preview previews doesn't don't won't isn't aren't cannot can't"
 )
-_AUXILIARIES = frozenset({"is", "are", "be", "been", "being", "gets", "get"})
+_AUXILIARIES = frozenset({"is", "are", "be", "been", "being", "was", "were"})
+# "gets deleted": an auxiliary only right before the participle ("get the assigned user").
+_NEAR_AUXILIARIES = frozenset({"get", "gets", "got", "getting"})
 _CLAUSE_JOINERS = frozenset({"and", "or", "then", "also"})
 _SENTENCE_END = frozenset(".;:!?")
 _CLAUSE_MARKS = frozenset("(),")
@@ -115,28 +145,48 @@ class ReadOnlyDecision:
         return asdict(self)
 
 
-def classify_tool(spec: ToolSpec, overrides: Mapping[str, bool] | None = None) -> ReadOnlyDecision:
+def classify_tool(
+    spec: ToolSpec,
+    overrides: Mapping[str, bool] | None = None,
+    *,
+    trust_annotations: bool = True,
+) -> ReadOnlyDecision:
     """Decide whether ``spec`` is read-only; unsure means not read-only.
 
     ``overrides`` maps tool names to a forced answer; names of other tools are ignored.
+    With ``trust_annotations=False`` the MCP hints are ignored: name and description decide.
     """
     if overrides and spec.name in overrides:
         value = bool(overrides[spec.name])
         reason = f"user override {spec.name}={str(value).lower()}"
         return ReadOnlyDecision(spec.name, value, "override", reason)
-    decision = _from_annotations(spec)
-    return decision if decision is not None else _from_words(spec)
+    decided = spec.annotations.get(DECIDED_KEY)
+    if isinstance(decided, bool):
+        reason = f"decided before ({DECIDED_KEY} is {str(decided).lower()})"
+        return ReadOnlyDecision(spec.name, decided, "override", reason)
+    words = _from_words(spec)
+    if not trust_annotations:
+        return replace(words, reason=f"{words.reason}; annotations not trusted")
+    return _with_annotations(spec, words)
 
 
 def classify_tools(
-    specs: Iterable[ToolSpec], overrides: Mapping[str, bool] | None = None
+    specs: Iterable[ToolSpec],
+    overrides: Mapping[str, bool] | None = None,
+    *,
+    trust_annotations: bool = True,
 ) -> list[ReadOnlyDecision]:
     """Classify each spec in order; an override naming no tool raises `ToolSpecError`."""
     specs = list(specs)
-    unknown = sorted(set(overrides or {}) - {s.name for s in specs})
+    check_overrides(overrides, [s.name for s in specs])
+    return [classify_tool(s, overrides, trust_annotations=trust_annotations) for s in specs]
+
+
+def check_overrides(overrides: Mapping[str, bool] | None, names: Iterable[str]) -> None:
+    """Raise `ToolSpecError` naming every override key that is not one of ``names``."""
+    unknown = sorted(set(overrides or {}) - set(names))
     if unknown:
-        raise ToolSpecError(None, f"overrides name unknown tools: {', '.join(unknown)}")
-    return [classify_tool(spec, overrides) for spec in specs]
+        raise ToolSpecError(None, f"read-only overrides name unknown tools: {', '.join(unknown)}")
 
 
 def with_read_only(
@@ -149,22 +199,26 @@ def with_read_only(
 
 
 # ---------------------------------------------------------------------- annotations
-def _from_annotations(spec: ToolSpec) -> ReadOnlyDecision | None:
+def _with_annotations(spec: ToolSpec, words: ReadOnlyDecision) -> ReadOnlyDecision:
+    """The trust policy: a hint may only make a tool read-only when nothing contradicts it."""
     # Hints an adapter filled in with the MCP spec's defaults are not the server's claim.
     defaulted = spec.annotations.get(DEFAULTED_KEY) or ()
     hints = {k: v for k, v in spec.annotations.items() if k not in defaulted}
-    for key in ("readOnlyHint", "read_only_hint"):
-        if isinstance(hints.get(key), bool):
-            value: bool = hints[key]
-            return ReadOnlyDecision(
-                spec.name, value, "annotations", f"annotation {key} is {str(value).lower()}"
-            )
-    for key in ("destructiveHint", "destructive_hint"):
-        if hints.get(key) is True:
-            return ReadOnlyDecision(
-                spec.name, False, "annotations", f"annotation {key} is true (no readOnlyHint)"
-            )
-    return None
+    read_key = next((k for k in _READ_ONLY_KEYS if isinstance(hints.get(k), bool)), None)
+    destructive_key = next((k for k in _DESTRUCTIVE_KEYS if hints.get(k) is True), None)
+    if destructive_key is not None:
+        also = f" (beats {read_key} true)" if read_key and hints[read_key] else ""
+        reason = f"annotation {destructive_key} is true{also}"
+        return ReadOnlyDecision(spec.name, False, "annotations", reason)
+    if read_key is None:
+        return words
+    if hints[read_key] is False:
+        return ReadOnlyDecision(spec.name, False, "annotations", f"annotation {read_key} is false")
+    if words.source != "default" and not words.read_only:
+        reason = f"{words.reason}, which contradicts annotation {read_key} true"
+        return replace(words, reason=reason)
+    reason = f"annotation {read_key} is true, and no side effect is mentioned"
+    return ReadOnlyDecision(spec.name, True, "annotations", reason)
 
 
 # ---------------------------------------------------------------------- words
@@ -205,11 +259,12 @@ def _name_evidence(words: list[str]) -> tuple[list[str], list[str]]:
     side: list[str] = []
     for i, word in enumerate(words):
         pair = (word, words[i + 1]) if i + 1 < len(words) else None
-        at_verb = i == 0 or words[i - 1] in _CLAUSE_JOINERS
         if pair in _SIDE_EFFECT_PAIRS:
             side.append(" ".join(pair))
-        elif word in _SIDE_EFFECT | _SIDE_EFFECT_NOUNS or (
-            at_verb and word in _SIDE_EFFECT_AS_VERB | _EXECUTE
+        elif (
+            word in _SIDE_EFFECT
+            or (word in _SIDE_EFFECT_NOUNS and not _RETRIEVE_VERBS.intersection(words[:i]))
+            or (word in _SIDE_EFFECT_AS_VERB | _EXECUTE and _name_verb_at(words, i))
         ):
             side.append(word)
     safe = _SAFE_NAME.search(" ".join(words))
@@ -219,6 +274,25 @@ def _name_evidence(words: list[str]) -> tuple[list[str], list[str]]:
         return [], [safe.group(0)]
     read = [w for w in words if w in _READ_NAME_WORDS]
     return side, ([] if side else read)
+
+
+def _name_verb_at(words: list[str], i: int) -> bool:
+    """Whether ``words[i]`` stands where a name's verb stands.
+
+    That is the first word, a word after "and"/"or"/"then", or the first verb after a
+    prefix ("browser_clear_history", "git_commit"); but a word followed by a read verb
+    is that verb's object ("issue_read", "pull_request_read").
+    """
+    verbs = _READ_VERBS | _SIDE_EFFECT | _SIDE_EFFECT_AS_VERB | _EXECUTE
+    first_verb = next((j for j, w in enumerate(words) if w in verbs), None)
+    if not (i == 0 or words[i - 1] in _CLAUSE_JOINERS or i == first_verb):
+        return False
+    for later in words[i + 1 :]:
+        if later in _CLAUSE_JOINERS:
+            return True
+        if later in _READ_VERBS:
+            return False
+    return True
 
 
 def _description_evidence(text: str) -> tuple[list[str], list[str]]:
@@ -267,7 +341,9 @@ def _side_effect_word(words: list[str], i: int, is_verb: bool) -> tuple[str, str
     """``(evidence, lemma)`` if ``words[i]`` names a side effect here, else None."""
     word = words[i]
     following = words[i + 1] if i + 1 < len(words) else ""
-    if is_verb and (word, following) in _SIDE_EFFECT_PAIRS:
+    if (word, following) in _SIDE_EFFECT_PHRASES or (
+        is_verb and (word, following) in _SIDE_EFFECT_PAIRS
+    ):
         return f"{word} {following}", word
     lemma = _present_lemma(word)
     if lemma is not None:
@@ -277,13 +353,15 @@ def _side_effect_word(words: list[str], i: int, is_verb: bool) -> tuple[str, str
     lemma = _past_lemma(word)
     if lemma is not None and _passive(words, i):
         return word, lemma  # "messages are removed", "a code is generated and sent"
-    if word in _SIDE_EFFECT_NOUNS:
-        return word, word
+    if word in _SIDE_EFFECT_NOUNS and not _RETRIEVE_VERBS.intersection(words[:i]):
+        return word, word  # "list notifications" reads them; "show a notification" does not
     return None
 
 
 def _passive(words: list[str], i: int) -> bool:
     """An auxiliary shortly before: "is removed", "are generated and sent"."""
+    if i > 0 and words[i - 1] in _NEAR_AUXILIARIES:
+        return True
     for word in reversed(words[max(0, i - 4) : i]):
         if word in _AUXILIARIES:
             return True

@@ -25,6 +25,12 @@ class ServerConfig:
     HOME, ...), not to this process's whole environment. Timeouts are in seconds:
     ``connect_timeout`` bounds start-up and handshake, ``call_timeout`` each request.
     ``max_output_chars`` caps what one call passes on to the model.
+
+    ``trust_annotations`` says whether the server's tool annotations (``readOnlyHint``,
+    ``destructiveHint``) count when deciding which tools are read-only; with False only
+    names and descriptions decide (docs/read-only.md). ``name_derived`` is True when
+    `parse` made the name up from the command or URL: `MCPHub` may then rename the
+    server (``name_2``, ...) when another server has the same name.
     """
 
     name: str
@@ -35,6 +41,8 @@ class ServerConfig:
     call_timeout: float = 30.0
     connect_timeout: float = 20.0
     max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS
+    trust_annotations: bool = True
+    name_derived: bool = field(default=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "command", tuple(self.command))
@@ -62,6 +70,7 @@ class ServerConfig:
         named = _NAMED.fullmatch(text)
         if named and name is None:
             name, text = named[1], named[2].strip()
+        options.setdefault("name_derived", not name)
         if urlsplit(text).scheme in ("http", "https"):
             return cls(name=name or _name_from_url(text), url=text, **options)
         argv = shlex.split(text)

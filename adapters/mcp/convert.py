@@ -25,7 +25,7 @@ from mcp_types import (
     TextResourceContents,
 )
 
-from toolweave.readonly import DEFAULTED_KEY, classify_tool
+from toolweave.readonly import DEFAULTED_KEY, ReadOnlyDecision, classify_tool
 from toolweave.tools import ToolResult
 from toolweave.toolspec import ToolSpec
 
@@ -35,6 +35,7 @@ __all__ = [
     "HINT_DEFAULTS",
     "describe_content",
     "safe_tool_name",
+    "spec_and_decision",
     "tool_annotations",
     "tool_result",
     "tool_spec",
@@ -86,22 +87,36 @@ def tool_annotations(tool: mcp_types.Tool) -> dict[str, Any]:
     return annotations
 
 
-def tool_spec(tool: mcp_types.Tool, name: str | None = None) -> ToolSpec:
+def tool_spec(
+    tool: mcp_types.Tool, name: str | None = None, *, trust_annotations: bool = True
+) -> ToolSpec:
     """Build the spec of an MCP tool, exposed as ``name`` (default: its own name, made safe).
 
-    ``read_only`` is decided by `toolweave.readonly.classify_tool`: the server's own
-    hints first, then name and description. Raises `ToolSpecError` when the input
-    schema is unusable.
+    ``read_only`` is decided by `toolweave.readonly.classify_tool` on the server's own
+    tool name, before any renaming (a prefix such as ``browser_`` must not change the
+    answer): a side effect in the name or description beats ``readOnlyHint: true``,
+    and ``trust_annotations=False`` ignores the hints. Raises `ToolSpecError` when the
+    input schema is unusable.
     """
-    spec = ToolSpec.from_dict(
+    return spec_and_decision(tool, name, trust_annotations=trust_annotations)[0]
+
+
+def spec_and_decision(
+    tool: mcp_types.Tool, name: str | None = None, *, trust_annotations: bool = True
+) -> tuple[ToolSpec, ReadOnlyDecision]:
+    """`tool_spec` and the read-only decision behind its ``read_only`` (with the reason)."""
+    own = ToolSpec.from_dict(
         {
-            "name": name if name is not None else safe_tool_name(tool.name),
+            "name": safe_tool_name(tool.name),
             "description": tool.description or "",
             "inputSchema": tool.input_schema,
             "annotations": tool_annotations(tool),
         }
     )
-    return replace(spec, read_only=classify_tool(spec).read_only)
+    decision = classify_tool(own, trust_annotations=trust_annotations)
+    exposed = own.name if name is None else name
+    spec = replace(own, name=exposed, read_only=decision.read_only)
+    return spec, replace(decision, name=exposed)
 
 
 def tool_result(result: CallToolResult, max_chars: int = DEFAULT_MAX_OUTPUT_CHARS) -> ToolResult:

@@ -6,7 +6,13 @@ asyncio event loop, and `MCPHub.call` serves plain synchronous code; both hand t
 call to the hub's loop and wait, bounded, for the answer.
 
 Tool names stay as the servers give them, except when two servers expose the same
-name: then each of those tools becomes ``<server>_<tool>``.
+name: then each of those tools becomes ``<server>_<tool>``. Server names must be unique:
+a name `ServerConfig.parse` derived is made unique (``notes``, ``notes_2``); two servers
+given the same name explicitly raise `ServerNameError`.
+
+Which tools are read-only is decided per tool on the server's own tool name (before
+renaming), with each server's ``trust_annotations``, then ``read_only_overrides``
+(keyed by exposed name) win; see docs/read-only.md.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from contextlib import suppress
+from dataclasses import replace
 from types import TracebackType
 from typing import Any
 
@@ -31,16 +38,21 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from toolweave.adapters.mcp.config import ServerConfig
 from toolweave.adapters.mcp.connection import CLOSE_TIMEOUT, MCPConnection
-from toolweave.adapters.mcp.convert import safe_tool_name, tool_spec
+from toolweave.adapters.mcp.convert import safe_tool_name, spec_and_decision
 from toolweave.errors import ToolServerError, ToolSpecError
+from toolweave.readonly import ReadOnlyDecision, check_overrides
 from toolweave.tools import Tool, ToolResult, ToolRunner
 
-__all__ = ["MCPHub", "assign_names"]
+__all__ = ["MCPHub", "ServerNameError", "assign_names", "unique_server_names"]
 
 logger = logging.getLogger(__name__)
 
 #: Slack on top of a server's own timeouts before a caller stops waiting for the hub.
 _WAIT_MARGIN = 10.0
+
+
+class ServerNameError(ToolServerError, ValueError):
+    """Two servers were given the same name explicitly (``NAME=command`` or ``name=``)."""
 
 
 class MCPHub:
@@ -50,14 +62,25 @@ class MCPHub:
     started raises `ToolServerError`, or with ``skip_failed`` is left out and recorded
     in `errors`. Calls of one server's tools never wait on another server. Close the
     hub (``with``, ``async with``, `close` or `aclose`) to stop every server process.
+
+    ``read_only_overrides`` maps exposed tool names to a forced read-only answer; a
+    name that is no tool raises `ToolSpecError`, or is logged as a warning when a
+    server was skipped or on a ``refresh`` (the tool may come back).
     """
 
-    def __init__(self, servers: Iterable[ServerConfig | str], *, skip_failed: bool = False) -> None:
-        configs = [s if isinstance(s, ServerConfig) else ServerConfig.parse(s) for s in servers]
-        repeated = [name for name, n in Counter(c.name for c in configs).items() if n > 1]
-        if repeated:
-            raise ValueError(f"server names must be unique, repeated: {', '.join(repeated)}")
+    def __init__(
+        self,
+        servers: Iterable[ServerConfig | str],
+        *,
+        skip_failed: bool = False,
+        read_only_overrides: Mapping[str, bool] | None = None,
+    ) -> None:
+        configs = unique_server_names(
+            [s if isinstance(s, ServerConfig) else ServerConfig.parse(s) for s in servers]
+        )
         self._configs = {config.name: config for config in configs}
+        self._overrides = {name: bool(value) for name, value in (read_only_overrides or {}).items()}
+        self._decisions: dict[str, ReadOnlyDecision] = {}
         self._connections: dict[str, MCPConnection] = {}
         self._tools: tuple[Tool, ...] = ()
         self._routes: dict[str, tuple[str, str]] = {}
@@ -78,11 +101,17 @@ class MCPHub:
 
     @classmethod
     async def open(
-        cls, servers: Iterable[ServerConfig | str], *, skip_failed: bool = False
+        cls,
+        servers: Iterable[ServerConfig | str],
+        *,
+        skip_failed: bool = False,
+        read_only_overrides: Mapping[str, bool] | None = None,
     ) -> MCPHub:
         """Start a hub without blocking the caller's event loop."""
         configs = list(servers)
-        return await anyio.to_thread.run_sync(lambda: cls(configs, skip_failed=skip_failed))
+        return await anyio.to_thread.run_sync(
+            lambda: cls(configs, skip_failed=skip_failed, read_only_overrides=read_only_overrides)
+        )
 
     @property
     def servers(self) -> tuple[str, ...]:
@@ -93,6 +122,11 @@ class MCPHub:
     def tools(self) -> tuple[Tool, ...]:
         """Every tool of every server, under its exposed name."""
         return self._tools
+
+    @property
+    def read_only_decisions(self) -> dict[str, ReadOnlyDecision]:
+        """Why each exposed tool is read-only or not (source and reason), by exposed name."""
+        return dict(self._decisions)
 
     def list_tools(self, *, refresh: bool = False) -> list[Tool]:
         """The tools; ``refresh`` asks every server for its list again first."""
@@ -202,32 +236,47 @@ class MCPHub:
                 group.start_soon(list_one, config)
         if errors and not skip_failed:
             raise next(errors[name] for name in self._configs if name in errors)
-        self._tools, self._routes = self._expose(
+        self._tools, self._routes, self._decisions = self._expose(
             {name: listings[name] for name in self._configs if name in listings}
         )
         self.errors = errors
+        try:
+            check_overrides(self._overrides, self._routes)
+        except ToolSpecError as exc:
+            if refresh or errors:  # the tool may belong to a server that is down
+                logger.warning("MCP hub: %s", exc)
+            else:
+                raise
 
     def _expose(
         self, listings: Mapping[str, Sequence[mcp_types.Tool]]
-    ) -> tuple[tuple[Tool, ...], dict[str, tuple[str, str]]]:
+    ) -> tuple[tuple[Tool, ...], dict[str, tuple[str, str]], dict[str, ReadOnlyDecision]]:
         names = assign_names(
             {server: [t.name for t in tools] for server, tools in listings.items()}
         )
         tools: list[Tool] = []
         routes: dict[str, tuple[str, str]] = {}
+        decisions: dict[str, ReadOnlyDecision] = {}
         for server, server_tools in listings.items():
+            trust = self._configs[server].trust_annotations
             for definition in server_tools:
                 exposed = names.get((server, definition.name))
                 if exposed is None or exposed in routes:
                     continue
                 try:
-                    spec = tool_spec(definition, exposed)
+                    spec, decision = spec_and_decision(definition, exposed, trust_annotations=trust)
                 except ToolSpecError as exc:
                     logger.warning("MCP server %r: skipping tool: %s", server, exc)
                     continue
+                if exposed in self._overrides:
+                    value = self._overrides[exposed]
+                    reason = f"user override {exposed}={str(value).lower()}"
+                    decision = ReadOnlyDecision(exposed, value, "override", reason)
+                    spec = spec.with_read_only(value)
                 tools.append(Tool(spec, self._runner(exposed), f"mcp:{server}", definition))
                 routes[exposed] = (server, definition.name)
-        return tuple(tools), routes
+                decisions[exposed] = decision
+        return tuple(tools), routes, decisions
 
     def _runner(self, name: str) -> ToolRunner:
         async def run(arguments: Mapping[str, Any]) -> ToolResult:
@@ -289,6 +338,32 @@ class MCPHub:
     def _check_open(self) -> None:
         if self._closed:
             raise ToolServerError(", ".join(self._configs), "the MCP hub is closed")
+
+
+def unique_server_names(configs: Sequence[ServerConfig]) -> list[ServerConfig]:
+    """``configs`` with unique names: a derived name that is taken gets ``_2``, ``_3``, ...
+
+    Raises `ServerNameError` when two servers were given the same name explicitly.
+    """
+    explicit = Counter(c.name for c in configs if not c.name_derived)
+    repeated = sorted(name for name, n in explicit.items() if n > 1)
+    if repeated:
+        raise ServerNameError(
+            repeated[0],
+            "two servers have this name; give each a different one (NAME=command)",
+        )
+    taken = set(explicit)
+    out: list[ServerConfig] = []
+    for config in configs:
+        if config.name_derived:
+            name, suffix = config.name, 1
+            while name in taken:
+                suffix += 1
+                name = f"{config.name}_{suffix}"
+            config = replace(config, name=name) if name != config.name else config
+        taken.add(config.name)
+        out.append(config)
+    return out
 
 
 def assign_names(listings: Mapping[str, Sequence[str]]) -> dict[tuple[str, str], str]:

@@ -11,11 +11,19 @@ import pytest
 
 from toolweave.adapters.cli.app import main
 from toolweave.errors import ToolSpecError
-from toolweave.readonly import ReadOnlyDecision, classify_tool, classify_tools, with_read_only
+from toolweave.readonly import (
+    DECIDED_KEY,
+    ReadOnlyDecision,
+    classify_tool,
+    classify_tools,
+    with_read_only,
+)
+from toolweave.readonly_score import load_labeled, score_read_only
 from toolweave.toolspec import ToolSpec, load_tools_file
 
 ROOT = Path(__file__).resolve().parents[2]
 LABELED = Path(__file__).resolve().parents[1] / "data" / "readonly_labeled.json"
+MCP_TOOLS = Path(__file__).resolve().parents[1] / "data" / "readonly_mcp_tools.json"
 ASSISTANT_TOOLS = ROOT / "examples" / "tools" / "assistant_tools.json"
 
 
@@ -43,7 +51,26 @@ def test_labeled_set_precision_is_perfect_and_recall_high() -> None:
         f"missed: {', '.join(sorted(actual - predicted))}"
     )
     assert predicted - actual == set(), "tools wrongly called read-only"
-    assert recall >= 0.8
+    assert recall >= 0.85  # measured 0.887
+
+
+def test_published_mcp_tools_precision_is_perfect() -> None:
+    tools = load_labeled(MCP_TOOLS)
+    servers = {t.server for t in tools}
+    assert len(tools) >= 300 and len(servers) >= 8
+    assert sum(t.read_only for t in tools) >= 150 and any(t.spec.annotations for t in tools)
+    score = score_read_only(tools)
+    print(f"\nread-only on published MCP tools: {score.summary()}; missed: {score.missed}")
+    assert score.wrongly_read_only == ()
+    assert score.precision == 1.0
+    assert score.recall >= 0.82  # measured 0.844 (152 of 180)
+
+
+def test_published_mcp_tools_without_annotations_stay_precise() -> None:
+    score = score_read_only(load_labeled(MCP_TOOLS), trust_annotations=False)
+    # Its only sign of a side effect is destructiveHint, which is ignored here on purpose.
+    assert score.wrongly_read_only == ("toolweave/adversarial:get_report",)
+    assert score.recall >= 0.78  # measured 0.82
 
 
 def test_every_decision_has_a_reason_and_a_known_source() -> None:
@@ -55,25 +82,61 @@ def test_every_decision_has_a_reason_and_a_known_source() -> None:
 
 
 # ---------------------------------------------------------------------- order of evidence
-def test_read_only_hint_decides_over_the_name() -> None:
-    d = classify_tool(spec("delete_cache_entry", "Delete an entry.", {"readOnlyHint": True}))
+def test_read_only_hint_counts_when_nothing_contradicts_it() -> None:
+    d = classify_tool(spec("weather", "The weather in a city.", {"readOnlyHint": True}))
     assert (d.read_only, d.source) == (True, "annotations")
     d = classify_tool(spec("get_weather", "Get the weather.", {"readOnlyHint": False}))
     assert (d.read_only, d.source) == (False, "annotations")
 
 
+def test_a_side_effect_in_name_or_description_beats_read_only_hint() -> None:
+    d = classify_tool(spec("delete_cache_entry", "Delete an entry.", {"readOnlyHint": True}))
+    assert (d.read_only, d.source) == (False, "name+description")
+    assert "contradicts annotation readOnlyHint true" in d.reason
+    d = classify_tool(
+        spec("kubectl_context", "Manage contexts - list, get, or set the current context",
+             {"readOnlyHint": True})
+    )  # fmt: skip
+    assert d.read_only is False and "'set'" in d.reason
+
+
 def test_snake_case_hint_is_accepted() -> None:
-    d = classify_tool(spec("purge_queue", "Purge a queue.", {"read_only_hint": True}))
+    d = classify_tool(spec("queue_depth", "Depth of a queue.", {"read_only_hint": True}))
     assert (d.read_only, d.source) == (True, "annotations")
     assert "read_only_hint" in d.reason
+    d = classify_tool(spec("purge_queue", "Purge a queue.", {"read_only_hint": True}))
+    assert d.read_only is False
 
 
-def test_destructive_hint_without_read_only_hint_means_not_read_only() -> None:
+def test_destructive_hint_beats_read_only_hint() -> None:
     d = classify_tool(spec("get_report", "Get the report.", {"destructiveHint": True}))
     assert (d.read_only, d.source) == (False, "annotations")
-    # An explicit readOnlyHint wins: MCP ignores destructiveHint for read-only tools.
     d = classify_tool(spec("get_report", "", {"readOnlyHint": True, "destructiveHint": True}))
-    assert d.read_only is True
+    assert (d.read_only, d.source) == (False, "annotations")
+    assert "beats readOnlyHint true" in d.reason
+
+
+def test_defaulted_hints_are_not_the_servers_claim() -> None:
+    # An adapter filled destructiveHint with the MCP default: it must not count.
+    hints = {"readOnlyHint": True, "destructiveHint": True, "x-defaulted": ["destructiveHint"]}
+    d = classify_tool(spec("get_report", "Get the report.", hints))
+    assert (d.read_only, d.source) == (True, "annotations")
+
+
+def test_untrusted_annotations_are_ignored() -> None:
+    claims_read_only = spec("weather", "The weather.", {"readOnlyHint": True})
+    d = classify_tool(claims_read_only, trust_annotations=False)
+    assert (d.read_only, d.source) == (False, "default")
+    assert d.reason.endswith("annotations not trusted")
+    claims_destructive = spec("get_weather", "Get the weather.", {"destructiveHint": True})
+    d = classify_tool(claims_destructive, trust_annotations=False)
+    assert (d.read_only, d.source) == (True, "name+description")
+
+
+def test_a_decision_made_before_is_final() -> None:
+    tool = spec("delete_cache_entry", "Delete an entry.", {DECIDED_KEY: True})
+    assert classify_tool(tool).read_only is True
+    assert classify_tool(tool, {"delete_cache_entry": False}).read_only is False
 
 
 def test_annotations_without_hints_fall_through_to_words() -> None:
@@ -88,7 +151,7 @@ def test_overrides_win_over_annotations_and_words() -> None:
 
 
 def test_unknown_override_names_raise_and_are_listed() -> None:
-    with pytest.raises(ToolSpecError, match="get_tiem, sned_email"):
+    with pytest.raises(ToolSpecError, match="unknown tools: get_tiem, sned_email"):
         classify_tools([spec("get_time")], {"sned_email": False, "get_tiem": True})
 
 
@@ -150,11 +213,43 @@ def test_side_effects_beat_read_words(name: str, description: str, evidence: str
     assert f"'{evidence}'" in d.reason and "side effect" in d.reason
 
 
+@pytest.mark.parametrize(
+    ("name", "description", "evidence"),
+    [
+        ("find_and_ban_user", "Finds a user and bans them.", "ban"),
+        ("show_status", "Show the status and shut down the server.", "shut down"),
+        ("view_file", "View a file, then truncate it.", "truncate"),
+        ("list_jobs", "List the jobs and kick off a new build.", "kick off"),
+        ("browser_clear_history", "", "clear"),
+        ("docs.browser_clear_history", "", "clear"),
+        ("browser_evaluate", "Evaluate JavaScript on the page.", "evaluate"),
+        ("show_banner", "Show a notification to the user.", "notification"),
+    ],
+)
+def test_side_effects_after_the_first_word_count(
+    name: str, description: str, evidence: str
+) -> None:
+    d = classify_tool(spec(name, description))
+    assert d.read_only is False, d
+    assert f"'{evidence}'" in d.reason
+
+
+def test_a_prefix_does_not_change_the_answer() -> None:
+    for own in ["clear_history", "get_history", "start_video", "list_tabs"]:
+        prefixed = classify_tool(spec(f"browser_{own}")).read_only
+        assert prefixed == classify_tool(spec(own)).read_only, own
+
+
+def test_objects_before_a_read_verb_are_nouns() -> None:
+    for name in ["issue_read", "pull_request_read", "list_notifications", "get_notification"]:
+        assert classify_tool(spec(name)).read_only is True, name
+
+
 def test_side_effect_nouns_are_not_verbs() -> None:
     # "order", "commit" and "restarts" are nouns here; "cancelled" describes the flight.
     for name, description in [
         ("get_order_status", "Get the status of an order."),
-        ("git_log", "Shows the commit logs"),
+        ("list_commits", "Shows the commit logs"),
         ("list_pods", "List pods with their phase, restarts and age."),
         ("check_flight_status", "Check whether a flight is on time, delayed or cancelled."),
     ]:
@@ -212,3 +307,23 @@ def test_cli_bad_input_exits_2_with_one_line(
     assert code == 2 and out == ""
     assert err.startswith("toolweave: error: ") and err.count("\n") == 1
     assert message in err
+
+
+def test_cli_evaluate_reproduces_the_measurement(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "classify", "--evaluate", MCP_TOOLS, "--json")
+    assert code == 0, err
+    assert json.loads(out) == score_read_only(load_labeled(MCP_TOOLS)).to_dict()
+    code, out, _ = run_cli(capsys, "classify", "--evaluate", LABELED)
+    assert code == 0 and out.startswith("precision 1.000, recall ")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [[], ["--tools", ASSISTANT_TOOLS, "--evaluate", LABELED], ["--evaluate", ASSISTANT_TOOLS]],
+)
+def test_cli_evaluate_bad_input_is_one_line(
+    capsys: pytest.CaptureFixture[str], args: list[str | Path]
+) -> None:
+    code, out, err = run_cli(capsys, "classify", *args)
+    assert code == 2 and out == ""
+    assert err.startswith("toolweave: error: ") and err.count("\n") == 1
