@@ -32,9 +32,13 @@ from toolweave.errors import (
     ModelError,
     SequenceError,
 )
+from toolweave.native.concurrency import EngineLock, check_cancelled
 from toolweave.native.threads import default_threads
 
 __all__ = ["BatchToken", "Engine", "EngineCounters"]
+
+#: Pass sizes kept in `EngineCounters.per_pass_sizes` (the oldest are dropped beyond it).
+MAX_PASS_SIZES = 100_000
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -88,6 +92,16 @@ class EngineCounters:
             self.forward_passes, self.tokens_processed, self.logit_rows, list(self.per_pass_sizes)
         )
 
+    def record(self, tokens: int, rows: int) -> None:
+        """Count one forward pass of `tokens` tokens and `rows` logits rows."""
+        self.forward_passes += 1
+        self.tokens_processed += tokens
+        self.logit_rows += rows
+        sizes = self.per_pass_sizes
+        sizes.append(tokens)
+        if len(sizes) > MAX_PASS_SIZES:
+            del sizes[: len(sizes) - MAX_PASS_SIZES]
+
 
 class Engine:
     """A loaded GGUF model with a context of `n_seq_max` sequences sharing `n_ctx` cells."""
@@ -114,8 +128,14 @@ class Engine:
             raise EngineError("n_seq_max >= 1, n_ctx >= 16 and n_batch >= 1 are required")
         _llama_logger.set_verbose(verbose)
         _init_backend()
-        # A re-entrant lock: higher layers serialise whole requests, the engine serialises calls.
-        self.lock = threading.RLock()
+        # Re-entrant and owned by the frames holding it, not by a thread: higher layers
+        # serialise whole requests (decoder generators hold it from first to last event),
+        # the engine serialises calls; a stream left paused gets a clear error, not a
+        # deadlock (`toolweave.native.concurrency`).
+        self.lock = EngineLock()
+        # Guards the model's vocabulary and metadata against `close()`: tokenizing and
+        # reading pieces are read-only in llama.cpp, so they never wait for a decode.
+        self._model_lock = threading.Lock()
         self.model_path = path
         self._model: llama_cpp.llama_model_p | None = None
         self._ctx: llama_cpp.llama_context_p | None = None
@@ -149,7 +169,6 @@ class Engine:
         self._open_context()
         self.n_ctx: int = llama_cpp.llama_n_ctx(self.ctx)
         self.counters = EngineCounters()
-        self._piece_buf = ctypes.create_string_buffer(256)
         self._pieces: dict[int, bytes] = {}
         # Tokens known to sit in each sequence at positions 0..n-1, recorded by prompt
         # prefills (`toolweave.native.states.prefill`); every sequence operation below keeps
@@ -189,12 +208,16 @@ class Engine:
         self._mem = None
 
     def close(self) -> None:
-        """Free the batch, the context and the model (idempotent)."""
-        self._released = False
-        self._free_context()
-        if self._model is not None:
-            llama_cpp.llama_model_free(self._model)
-            self._model = None
+        """Free the batch, the context and the model (idempotent).
+
+        Waits for the request holding the engine; raises `EngineBusyError` when a paused
+        stream holds it."""
+        with self.lock, self._model_lock:
+            self._released = False
+            self._free_context()
+            if self._model is not None:
+                llama_cpp.llama_model_free(self._model)
+                self._model = None
 
     # ------------------------------------------------------------------ idle release
     @property
@@ -244,7 +267,11 @@ class Engine:
 
     def __del__(self) -> None:
         with contextlib.suppress(Exception):  # at shutdown the library may be gone already
-            self.close()
+            if self.lock.acquire(blocking=False):  # nobody can hold an unreferenced engine
+                try:
+                    self.close()
+                finally:
+                    self.lock.release()
 
     @property
     def ctx(self) -> llama_cpp.llama_context_p:
@@ -272,10 +299,18 @@ class Engine:
     def vocab(self) -> llama_cpp.llama_vocab_p:
         return self._vocab
 
+    def _check_open(self) -> None:
+        """Raise once `close()` freed the model; call with `_model_lock` held, so the
+        vocabulary stays valid for the read that follows."""
+        if self._model is None:
+            raise EngineError("the engine is closed")
+
     # ------------------------------------------------------------------ model facts
     def metadata(self, key: str) -> str | None:
         buf = ctypes.create_string_buffer(1 << 16)
-        n = llama_cpp.llama_model_meta_val_str(self.model, key.encode(), buf, len(buf))
+        with self._model_lock:
+            self._check_open()
+            n = llama_cpp.llama_model_meta_val_str(self.model, key.encode(), buf, len(buf))
         return None if n < 0 else buf.value.decode("utf-8", errors="replace")
 
     @property
@@ -288,14 +323,20 @@ class Engine:
 
     @property
     def eos_token(self) -> int:
-        return int(llama_cpp.llama_vocab_eos(self._vocab))
+        with self._model_lock:
+            self._check_open()
+            return int(llama_cpp.llama_vocab_eos(self._vocab))
 
     @property
     def bos_token(self) -> int:
-        return int(llama_cpp.llama_vocab_bos(self._vocab))
+        with self._model_lock:
+            self._check_open()
+            return int(llama_cpp.llama_vocab_bos(self._vocab))
 
     def is_eog(self, token: int) -> bool:
-        return bool(llama_cpp.llama_vocab_is_eog(self._vocab, token))
+        with self._model_lock:
+            self._check_open()
+            return bool(llama_cpp.llama_vocab_is_eog(self._vocab, token))
 
     # ------------------------------------------------------------------ tokens
     def tokenize(
@@ -303,32 +344,47 @@ class Engine:
     ) -> list[int]:
         data = text.encode("utf-8")
         cap = len(data) + 16
-        buf = (llama_cpp.llama_token * cap)()
-        n = llama_cpp.llama_tokenize(
-            self._vocab, data, len(data), buf, cap, add_special, parse_special
-        )
-        if n < 0:
-            cap = -n
+        with self._model_lock:  # every buffer is this call's own: threads tokenize freely
+            self._check_open()
             buf = (llama_cpp.llama_token * cap)()
             n = llama_cpp.llama_tokenize(
                 self._vocab, data, len(data), buf, cap, add_special, parse_special
             )
+            if n < 0:
+                cap = -n
+                buf = (llama_cpp.llama_token * cap)()
+                n = llama_cpp.llama_tokenize(
+                    self._vocab, data, len(data), buf, cap, add_special, parse_special
+                )
         if n < 0:
             raise EngineError(f"tokenization failed ({n})")
         return list(buf[:n])
 
     def token_bytes(self, token: int) -> bytes:
-        """The bytes a token writes (special tokens written as their text)."""
+        """The bytes a token writes (special tokens written as their text).
+
+        Safe from any thread, and never waits for a decode: a piece is read into a
+        buffer of this call's own and cached (the cache holds at most one entry per
+        vocabulary token)."""
         piece = self._pieces.get(token)
         if piece is None:
-            n = llama_cpp.llama_token_to_piece(
-                self._vocab, token, self._piece_buf, len(self._piece_buf), 0, True
-            )
-            if n < 0:
-                raise EngineError(f"token {token} has no piece")
-            piece = bytes(self._piece_buf.raw[:n])
+            if not 0 <= token < self.n_vocab:
+                raise EngineError(f"token id {token} outside the vocabulary")
+            piece = self._read_piece(token)
             self._pieces[token] = piece
         return piece
+
+    def _read_piece(self, token: int) -> bytes:
+        size = 64
+        with self._model_lock:
+            self._check_open()
+            for _ in range(2):
+                buf = ctypes.create_string_buffer(size)
+                n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, size, 0, True)
+                if n >= 0:
+                    return bytes(buf.raw[:n])
+                size = -n  # too small: llama.cpp says how much it needs
+        raise EngineError(f"token {token} has no piece")
 
     def detokenize(self, tokens: Iterable[int]) -> str:
         return b"".join(self.token_bytes(t) for t in tokens).decode("utf-8", errors="replace")
@@ -394,6 +450,7 @@ class Engine:
 
         Rows come back in the order of the flagged items, shape (rows, n_vocab).
         """
+        check_cancelled()  # a cancelled request stops here, between two passes
         if not items:
             raise EngineError("empty forward pass")
         if len(items) > self.n_batch:
@@ -432,10 +489,7 @@ class Engine:
             raise ContextFullError("no free KV cells for this pass: the context is full")
         if rc != 0:
             raise DecodeError(f"llama_decode failed with code {rc}")
-        self.counters.forward_passes += 1
-        self.counters.tokens_processed += len(items)
-        self.counters.logit_rows += len(want)
-        self.counters.per_pass_sizes.append(len(items))
+        self.counters.record(len(items), len(want))
         out = np.empty((len(want), self.n_vocab), dtype=np.float32)
         for row, i in enumerate(want):
             ptr = llama_cpp.llama_get_logits_ith(ctx, i)
@@ -444,10 +498,14 @@ class Engine:
             out[row] = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
         return out
 
+    @_locked
     def prefill(
         self, seq: int, tokens: Sequence[int], *, start: int | None = None, logits_last: bool = True
     ) -> NDArray[np.float32] | None:
-        """Append `tokens` to `seq` (chunked by n_batch); logits of the last one if asked."""
+        """Append `tokens` to `seq` (chunked by n_batch); logits of the last one if asked.
+
+        Atomic: no other caller's pass lands between its chunks, and a prefill that is
+        cancelled or fails leaves `seq` as it found it up to `start`."""
         if not tokens:
             return None
         pos0 = self.seq_len(seq) if start is None else start
@@ -456,16 +514,24 @@ class Engine:
                 f"{pos0 + len(tokens)} tokens do not fit the context window of {self.n_ctx}"
             )
         last: NDArray[np.float32] | None = None
-        for off in range(0, len(tokens), self.n_batch):
-            chunk = tokens[off : off + self.n_batch]
-            final = off + len(chunk) == len(tokens)
-            items = [
-                BatchToken(t, pos0 + off + k, (seq,), logits_last and final and k == len(chunk) - 1)
-                for k, t in enumerate(chunk)
-            ]
-            rows = self.forward(items)
-            if len(rows):
-                last = rows[0]
+        try:
+            for off in range(0, len(tokens), self.n_batch):
+                chunk = tokens[off : off + self.n_batch]
+                final = off + len(chunk) == len(tokens)
+                items = [
+                    BatchToken(
+                        t, pos0 + off + k, (seq,), logits_last and final and k == len(chunk) - 1
+                    )
+                    for k, t in enumerate(chunk)
+                ]
+                rows = self.forward(items)
+                if len(rows):
+                    last = rows[0]
+        except BaseException:
+            # Cancelled or failed between chunks: drop the part written, so the sequence
+            # holds no more than its recorded tokens.
+            self.seq_remove(seq, pos0)
+            raise
         return last
 
     # ------------------------------------------------------------------ states
@@ -530,5 +596,6 @@ class Engine:
         return list(arr[: count.value])
 
     # ------------------------------------------------------------------ counters
+    @_locked
     def reset_counters(self) -> None:
         self.counters = EngineCounters()

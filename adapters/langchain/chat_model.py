@@ -7,8 +7,11 @@ Tool calls are decoded by `ToolCaller` in the chosen mode (default `lossless`: t
 fast path whose output equals serial greedy decoding); answers in text by greedy
 decoding; structured output under a JSON-schema grammar. One engine per model file is
 shared by every instance in the process and serialised by its lock, so concurrent
-callers (threads or async tasks, which run the decoding on worker threads) never see
-each other's sequences.
+callers (threads, ``batch``, async tasks, ``abatch``) never see each other's
+sequences. A request holds the lock only while it decodes, on one thread: streams and
+async calls decode on a worker thread and hand events back through a queue, so a
+consumer that pauses never holds the engine, and closing a stream or cancelling an
+async call stops its decoding at the next forward pass (`blocking`).
 
 With ``tool_choice`` auto, ``auto_calls="model"`` lets the model decide: it calls a tool
 when its greedy first token starts the call format. Small models rarely choose to call
@@ -77,6 +80,8 @@ from toolweave.results import CallResult
 from toolweave.toolspec import ToolSpec
 
 __all__ = ["ChatToolweave"]
+
+_Event = tuple[CallEvent, ToolCaller | None]
 
 
 class ChatToolweave(BaseChatModel):
@@ -230,10 +235,27 @@ class ChatToolweave(BaseChatModel):
             learn=f"grammar:{hashlib.sha1(grammar.encode()).hexdigest()[:12]}",
         )
 
+    def _decode(
+        self,
+        messages: Sequence[BaseMessage],
+        emit: Callable[[CallEvent, ToolCaller | None], None],
+        **kwargs: Any,
+    ) -> None:
+        """Decode the whole response on this thread, handing each event to `emit`.
+
+        The engine lock is held from the first decision to the 'done' event (the
+        decision and the decoding see the same cache) by this plain call, never by a
+        suspended generator."""
+        eng = self.engine
+        with eng.lock:
+            for ev, caller in self._events(messages, **kwargs):
+                emit(ev, caller)
+
     def _events(
         self, messages: Sequence[BaseMessage], **kwargs: Any
     ) -> Iterator[tuple[CallEvent, ToolCaller | None]]:
-        """Decode the response; events of the tool caller (None for text and JSON)."""
+        """Decode the response; events of the tool caller (None for text and JSON).
+        Only `_decode` drives it, with the engine lock held."""
         plan = plan_request(
             kwargs.get("tools"),
             kwargs.get("tool_choice"),
@@ -248,58 +270,57 @@ class ChatToolweave(BaseChatModel):
         eng = self.engine
         max_calls = 1 if kwargs.get("parallel_tool_calls") is False else self.max_calls
         stop = [*(self.stop or ()), *(kwargs.get("stop") or ())]
-        with eng.lock:  # the decision and the decoding see the same cache
-            if not self.reuse_prompt_cache:
-                eng.seq_remove(0)
-            if plan.kind == "text":
-                prompt = self._render(system, rest)
-                self._restore(eng, prompt)
-                for ev in generate_text(eng, prompt, max_tokens=self.max_tokens, stop=stop):
-                    yield ev, None
-                return
-            if plan.kind == "grammar":  # text under a caller's grammar (model.bind(grammar=))
-                prompt = self._render(system, rest)
-                self._restore(eng, prompt)
-                yield from ((ev, None) for ev in self._grammar_text(prompt, plan, rest, kwargs))
-                return
-            if plan.kind == "json":
-                spec = ToolSpec.from_dict({"name": "output", "parameters": plan.schema})
-                grammar = "start: %json " + json.dumps(arguments_schema(spec))
-                prompt = self._render(system, rest)
-                self._restore(eng, prompt)
-                for ev in generate_text(eng, prompt, max_tokens=self.max_tokens, grammar=grammar):
-                    yield ev, None
-                return
-            caller = self._caller(plan.specs, system, max_calls)
-            msgs = template_messages(rest, caller.fmt)
-            if self._stores_states:
-                self._restore(eng, caller.prompt_tokens(msgs))
-            text = plan.kind == "auto" and not self._wants_call(caller, rest, msgs)
-            if not text and plan.kind == "auto" and self.auto_calls == "user_turn":
-                earlier = calls_since_user(rest)
-                if earlier:
-                    # After tool results: a call repeating one already answered would
-                    # loop; the model answers in text instead (events held until known).
-                    held = list(caller.events(msgs, self.mode))
-                    result = held[-1].result
-                    if result is None or not repeats(result, earlier):
-                        yield from ((ev, caller) for ev in held)
-                        return
-                    text = True
-            if text:
-                # A text answer: it may not open a tool call, and stops if it writes one.
-                opener = caller.fmt.open
-                for ev in generate_text(
-                    eng,
-                    caller.prompt_tokens(msgs),
-                    max_tokens=self.max_tokens,
-                    stop=[*stop, opener] if opener else stop,
-                    not_first=_opening_tokens(eng, opener),
-                ):
-                    yield ev, None
-                return
-            for ev in caller.events(msgs, self.mode):
-                yield ev, caller
+        if not self.reuse_prompt_cache:
+            eng.seq_remove(0)
+        if plan.kind == "text":
+            prompt = self._render(system, rest)
+            self._restore(eng, prompt)
+            for ev in generate_text(eng, prompt, max_tokens=self.max_tokens, stop=stop):
+                yield ev, None
+            return
+        if plan.kind == "grammar":  # text under a caller's grammar (model.bind(grammar=))
+            prompt = self._render(system, rest)
+            self._restore(eng, prompt)
+            yield from ((ev, None) for ev in self._grammar_text(prompt, plan, rest, kwargs))
+            return
+        if plan.kind == "json":
+            spec = ToolSpec.from_dict({"name": "output", "parameters": plan.schema})
+            grammar = "start: %json " + json.dumps(arguments_schema(spec))
+            prompt = self._render(system, rest)
+            self._restore(eng, prompt)
+            for ev in generate_text(eng, prompt, max_tokens=self.max_tokens, grammar=grammar):
+                yield ev, None
+            return
+        caller = self._caller(plan.specs, system, max_calls)
+        msgs = template_messages(rest, caller.fmt)
+        if self._stores_states:
+            self._restore(eng, caller.prompt_tokens(msgs))
+        text = plan.kind == "auto" and not self._wants_call(caller, rest, msgs)
+        if not text and plan.kind == "auto" and self.auto_calls == "user_turn":
+            earlier = calls_since_user(rest)
+            if earlier:
+                # After tool results: a call repeating one already answered would
+                # loop; the model answers in text instead (events held until known).
+                held = list(caller.events(msgs, self.mode))
+                result = held[-1].result
+                if result is None or not repeats(result, earlier):
+                    yield from ((ev, caller) for ev in held)
+                    return
+                text = True
+        if text:
+            # A text answer: it may not open a tool call, and stops if it writes one.
+            opener = caller.fmt.open
+            for ev in generate_text(
+                eng,
+                caller.prompt_tokens(msgs),
+                max_tokens=self.max_tokens,
+                stop=[*stop, opener] if opener else stop,
+                not_first=_opening_tokens(eng, opener),
+            ):
+                yield ev, None
+            return
+        for ev in caller.events(msgs, self.mode):
+            yield ev, caller
 
     @property
     def _stores_states(self) -> bool:
@@ -343,17 +364,39 @@ class ChatToolweave(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         streamer = CallStreamer(self.engine, active_runner())
-        result: CallResult | None = None
-        self._observe_start()
-        for ev, caller in self._events(messages, stop=stop, **kwargs):
+        results: list[CallResult] = []
+
+        def handle(ev: CallEvent, caller: ToolCaller | None) -> None:
             streamer.feed(ev, caller)
             self._observe(ev)
-            if ev.kind == "done":
-                result = ev.result
-        if result is None:  # pragma: no cover - decoders always end with 'done'
+            if ev.kind == "done" and ev.result is not None:
+                results.append(ev.result)
+
+        self._observe_start()
+        self._decode(messages, handle, stop=stop, **kwargs)
+        if not results:  # pragma: no cover - decoders always end with 'done'
             raise ToolweaveError("decoder ended without a result")
-        message = ai_message(result, model_name=self.model_name, ids=streamer.ids)
+        message = ai_message(results[-1], model_name=self.model_name, ids=streamer.ids)
         return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _producer(
+        self, messages: list[BaseMessage], stop: list[str] | None, kwargs: Mapping[str, Any]
+    ) -> Callable[[Callable[[_Event], None]], None]:
+        """What a stream's worker thread runs: the whole decode, emitting its events."""
+
+        def produce(emit: Callable[[_Event], None]) -> None:
+            self._decode(messages, lambda ev, caller: emit((ev, caller)), stop=stop, **kwargs)
+
+        return produce
+
+    def _chunks(
+        self, streamer: CallStreamer, ev: CallEvent, caller: ToolCaller | None
+    ) -> Iterator[ChatGenerationChunk]:
+        self._observe(ev)
+        for chunk in streamer.feed(ev, caller):
+            if ev.kind == "done" and ev.result is not None:
+                chunk = final_chunk(chunk, ev.result, self.model_name)
+            yield ChatGenerationChunk(message=chunk)
 
     def _stream(
         self,
@@ -362,18 +405,16 @@ class ChatToolweave(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
+        from toolweave.adapters.langchain.blocking import stream_in_worker
+
         streamer = CallStreamer(self.engine, active_runner())
         self._observe_start()
-        for ev, caller in self._events(messages, stop=stop, **kwargs):
-            self._observe(ev)
-            for chunk in streamer.feed(ev, caller):
-                if ev.kind == "done" and ev.result is not None:
-                    chunk = final_chunk(chunk, ev.result, self.model_name)
-                if run_manager and isinstance(chunk.content, str) and chunk.content:
-                    run_manager.on_llm_new_token(
-                        chunk.content, chunk=ChatGenerationChunk(message=chunk)
-                    )
-                yield ChatGenerationChunk(message=chunk)
+        for ev, caller in stream_in_worker(self._producer(messages, stop, kwargs)):
+            for chunk in self._chunks(streamer, ev, caller):
+                text = chunk.message.content
+                if run_manager and isinstance(text, str) and text:
+                    run_manager.on_llm_new_token(text, chunk=chunk)
+                yield chunk
 
     def _observe_start(self) -> None:
         if self.observer is not None:
@@ -409,12 +450,16 @@ class ChatToolweave(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
-        from toolweave.adapters.langchain.blocking import iterate_in_worker
+        from toolweave.adapters.langchain.blocking import astream_in_worker
 
-        async for chunk in iterate_in_worker(self._stream, messages, stop, None, **kwargs):
-            if run_manager and isinstance(chunk.message.content, str) and chunk.message.content:
-                await run_manager.on_llm_new_token(chunk.message.content, chunk=chunk)
-            yield chunk
+        streamer = CallStreamer(self.engine, active_runner())
+        self._observe_start()
+        async for ev, caller in astream_in_worker(self._producer(messages, stop, kwargs)):
+            for chunk in self._chunks(streamer, ev, caller):
+                text = chunk.message.content
+                if run_manager and isinstance(text, str) and text:
+                    await run_manager.on_llm_new_token(text, chunk=chunk)
+                yield chunk
 
 
 def _opening_tokens(engine: Engine, opener: str) -> list[int]:

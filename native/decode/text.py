@@ -46,7 +46,11 @@ def generate_text(
     `grammar` (llguidance Lark, optional), a `stop` string or `max_tokens`; the last
     event is 'done'. A stop string ends the text and is not part of it (tokens that
     started it may already have been streamed). Tokens in `not_first` cannot open the
-    text (a text answer that must not start a tool call)."""
+    text (a text answer that must not start a tool call).
+
+    The engine lock is held from the prefill to the last token: finish or close the
+    iterator (a paused one makes other callers fail with `EngineBusyError` instead of
+    waiting forever). Under a `cancel_scope` it stops between two passes."""
     with engine.lock:
         passes0 = engine.counters.forward_passes
         pre = prefill_prompt(engine, seq, prompt, max_tokens=max_tokens)

@@ -7,6 +7,7 @@ tokens exactly (no tolerance). Gemma 3 (Q4_K) does not: see docs/architecture.md
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,8 @@ import pytest
 
 from toolweave.errors import ContextFullError, EngineError, ModelError, SequenceError
 from toolweave.models import default_model_path
-from toolweave.native.engine import BatchToken, Engine
+from toolweave.native.concurrency import DecodeCancelledError, cancel_scope
+from toolweave.native.engine import MAX_PASS_SIZES, BatchToken, Engine, EngineCounters
 
 PROMPTS = [
     "<|im_start|>user\nWrite a poem about the sea.<|im_end|>\n<|im_start|>assistant\n",
@@ -155,6 +157,43 @@ def test_closed_engine_refuses_work() -> None:
     eng.close()  # idempotent
     with pytest.raises(EngineError):
         eng.forward([BatchToken(1, 0, (0,), True)])
+    # The vocabulary is gone with the model: a clear error, not a read of freed memory.
+    for read in (lambda: eng.tokenize("hi"), lambda: eng.token_bytes(5), lambda: eng.is_eog(5)):
+        with pytest.raises(EngineError, match="closed"):
+            read()
+
+
+class _SetAfter(threading.Event):
+    """A cancel flag that reads as set from its `n`-th check on (one check per pass)."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.checks, self.n = 0, n
+
+    def is_set(self) -> bool:
+        self.checks += 1
+        return self.checks >= self.n
+
+
+def test_prefill_cancelled_between_chunks_leaves_the_sequence_as_it_was() -> None:
+    with Engine(default_model_path(), n_ctx=256, n_seq_max=2, n_batch=16) as eng:
+        tokens = eng.tokenize(PROMPTS[0] * 3)
+        assert len(tokens) > 5 + 32
+        eng.prefill(0, tokens[:5])
+        passes = eng.counters.forward_passes
+        with cancel_scope(_SetAfter(3)), pytest.raises(DecodeCancelledError):
+            eng.prefill(0, tokens[5:])  # two 16-token chunks run, the third is cancelled
+        assert eng.counters.forward_passes - passes == 2
+        assert eng.seq_len(0) == 5
+        assert eng.prefill(0, tokens[5:]) is not None  # and it continues from there
+
+
+def test_pass_sizes_are_bounded() -> None:
+    counters = EngineCounters()
+    for _ in range(MAX_PASS_SIZES + 10):
+        counters.record(3, 1)
+    assert len(counters.per_pass_sizes) == MAX_PASS_SIZES
+    assert counters.forward_passes == MAX_PASS_SIZES + 10
 
 
 def test_tokenize_round_trip(engine: Engine) -> None:
