@@ -214,9 +214,9 @@ class ToolCaller:
                 eng.seq_remove(self.seq, len(prompt))  # keep the prompt cached, drop the response
             total_ms = (time.perf_counter() - t0) * 1000
             passes = eng.counters.forward_passes - passes0
-        totals = decoder.totals
-        for n in totals.value_lengths:  # running estimate of value length, for planning
-            self._value_tokens = 0.8 * self._value_tokens + 0.2 * n
+            totals = decoder.totals
+            for n in totals.value_lengths:  # running estimate of value length, for planning
+                self._value_tokens = 0.8 * self._value_tokens + 0.2 * n
         phases = dict(totals.phases_ms)
         if t_final is not None:
             phases["time_to_final_call"] = t_final

@@ -31,7 +31,7 @@ import time
 from collections.abc import Iterator
 from types import FrameType, TracebackType
 
-from toolweave.errors import EngineError
+from toolweave.errors import DecodeCancelledError, EngineBusyError
 
 __all__ = [
     "DecodeCancelledError",
@@ -49,15 +49,6 @@ _SUSPENDABLE = (
 )
 #: How often a waiter re-checks a held lock (it is woken at once on release anyway).
 _POLL_S = 0.05
-
-
-class EngineBusyError(EngineError):
-    """The engine is held by a paused stream (a decoder generator neither finished nor
-    closed): finish or close it first."""
-
-
-class DecodeCancelledError(EngineError):
-    """The request was cancelled; decoding stopped between two forward passes."""
 
 
 _cancel: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(

@@ -168,6 +168,8 @@ class Engine:
         self.last_acquire_ms: float | None = None
         self._open_context()
         self.n_ctx: int = llama_cpp.llama_n_ctx(self.ctx)
+        # llama.cpp caps a pass at the context size: chunk prefills by what it accepts.
+        self.n_batch = min(self.n_batch, llama_cpp.llama_n_batch(self.ctx))
         self.counters = EngineCounters()
         self._pieces: dict[int, bytes] = {}
         # Tokens known to sit in each sequence at positions 0..n-1, recorded by prompt

@@ -10,7 +10,9 @@
     └── EngineError            the llama.cpp engine refused an operation
         ├── ContextFullError   the request does not fit the context window
         ├── SequenceError      a sequence id is out of range or unknown
-        └── DecodeError        llama_decode failed
+        ├── DecodeError        llama_decode failed
+        ├── EngineBusyError    the engine is held by a paused stream (finish or close it)
+        └── DecodeCancelledError  the request was cancelled between two forward passes
 
 Errors that describe *model output* (CallFormatError, a value failing validation) are
 the ones an agent loop may hand back to the model as an observation; everything else
@@ -23,7 +25,9 @@ __all__ = [
     "CallFormatError",
     "ConstraintError",
     "ContextFullError",
+    "DecodeCancelledError",
     "DecodeError",
+    "EngineBusyError",
     "EngineError",
     "ModeError",
     "ModelError",
@@ -90,3 +94,12 @@ class SequenceError(EngineError, ValueError):
 
 class DecodeError(EngineError):
     """llama_decode returned an error code."""
+
+
+class EngineBusyError(EngineError):
+    """The engine is held by a paused stream (a decoder generator neither finished nor
+    closed): finish or close it first."""
+
+
+class DecodeCancelledError(EngineError):
+    """The request was cancelled; decoding stopped between two forward passes."""
