@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from toolweave.adapters.mcp.client import demo_server_configs
     from toolweave.adapters.mcp.config import ServerConfig
     from toolweave.adapters.mcp.hub import MCPHub
+    from toolweave.consent import ConsentDecision, ConsentPolicy, ConsentRequest, with_consent
     from toolweave.drafting.ngram import NgramTable
     from toolweave.errors import (
         CallFormatError,
@@ -49,8 +50,9 @@ if TYPE_CHECKING:
     from toolweave.native.caller import ToolCaller
     from toolweave.native.engine import Engine
     from toolweave.native.states.store import StateStore
-    from toolweave.plan.executor import PlanRun, execute_plan
+    from toolweave.plan.executor import PlanRun, execute_plan, execute_plan_text
     from toolweave.plan.format import Plan, PlanError, PlanTask
+    from toolweave.plan.ledger import CallLedger
     from toolweave.plan.parse import PlanStreamParser, parse_plan
     from toolweave.prompting.chat_template import render_chat
     from toolweave.prompting.promptweaver import PromptWeaver
@@ -99,7 +101,13 @@ _WHERE: dict[str, str] = {
     "NgramTable": "toolweave.drafting.ngram",
     **dict.fromkeys(("Plan", "PlanError", "PlanTask"), "toolweave.plan.format"),
     **dict.fromkeys(("PlanStreamParser", "parse_plan"), "toolweave.plan.parse"),
-    **dict.fromkeys(("PlanRun", "execute_plan"), "toolweave.plan.executor"),
+    **dict.fromkeys(("PlanRun", "execute_plan", "execute_plan_text"), "toolweave.plan.executor"),
+    "CallLedger": "toolweave.plan.ledger",
+    # pure: consent for side effects
+    **dict.fromkeys(
+        ("ConsentDecision", "ConsentPolicy", "ConsentRequest", "with_consent"),
+        "toolweave.consent",
+    ),
     # engine side (imports llama.cpp)
     "Engine": "toolweave.native.engine",
     "ToolCaller": "toolweave.native.caller",
@@ -120,9 +128,13 @@ __all__ = [
     "CallEvent",
     "CallFormat",
     "CallFormatError",
+    "CallLedger",
     "CallResult",
     "CallStats",
     "ChatToolweave",
+    "ConsentDecision",
+    "ConsentPolicy",
+    "ConsentRequest",
     "ConstraintError",
     "ContextFullError",
     "CostTable",
@@ -164,6 +176,7 @@ __all__ = [
     "default_model_path",
     "demo_server_configs",
     "execute_plan",
+    "execute_plan_text",
     "format_for_chat_template",
     "from_langchain",
     "gemma_model_path",
@@ -176,6 +189,7 @@ __all__ = [
     "resolve_model",
     "to_langchain",
     "value_grammar",
+    "with_consent",
 ]
 
 

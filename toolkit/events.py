@@ -3,7 +3,7 @@ reports to its observer (`RunEvent`, one frozen dataclass per kind)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -13,9 +13,11 @@ from toolweave.toolspec import ToolCall
 __all__ = [
     "ArbiterDone",
     "ArbiterStart",
+    "CallDenied",
     "CallEvent",
     "CallEventKind",
     "CallName",
+    "CallReused",
     "FinalCall",
     "ModelDone",
     "ModelStart",
@@ -29,6 +31,7 @@ __all__ = [
     "RunEvent",
     "RunEventKind",
     "TaskDone",
+    "TaskHeld",
     "TaskStart",
     "ToolDone",
     "ToolReused",
@@ -69,7 +72,10 @@ RunEventKind = Literal[
     "tool_reused",
     "planner_start",
     "plan_line",
+    "task_held",
     "task_start",
+    "call_denied",
+    "call_reused",
     "task_done",
     "plan_done",
     "arbiter_start",
@@ -260,6 +266,64 @@ class PlanLine:
 
 
 @dataclass(frozen=True)
+class TaskHeld:
+    """Task `index` calls `tool`, which is not read-only: it waits until the whole plan
+    has been read and checked (a plan that fails the check runs none of them)."""
+
+    kind: ClassVar[RunEventKind] = "task_held"
+    index: int
+    tool: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The payload as JSON-ready fields (without `kind`)."""
+        return {"index": self.index, "tool": self.tool}
+
+
+@dataclass(frozen=True)
+class CallDenied:
+    """A call of `tool` (not read-only) with `arguments` was not run: `reason` is what
+    the model reads instead; `by` is "user" or "policy"; `index` its plan task, if any."""
+
+    kind: ClassVar[RunEventKind] = "call_denied"
+    tool: str
+    arguments: Mapping[str, Any]
+    reason: str
+    by: str = "policy"
+    index: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The payload as JSON-ready fields (without `kind`)."""
+        return {
+            "tool": self.tool,
+            "arguments": dict(self.arguments),
+            "reason": self.reason,
+            "by": self.by,
+            "index": self.index,
+        }
+
+
+@dataclass(frozen=True)
+class CallReused:
+    """Task `index` repeats a side effect already run in `round` of the same request: it
+    is not run again, the earlier `observation` stands for it."""
+
+    kind: ClassVar[RunEventKind] = "call_reused"
+    index: int
+    tool: str
+    round: int
+    observation: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The payload as JSON-ready fields (without `kind`)."""
+        return {
+            "index": self.index,
+            "tool": self.tool,
+            "round": self.round,
+            "observation": self.observation,
+        }
+
+
+@dataclass(frozen=True)
 class TaskStart:
     """Task `index` (a call of `tool`) started."""
 
@@ -321,16 +385,26 @@ class ArbiterStart:
 
 @dataclass(frozen=True)
 class ArbiterDone:
-    """The Arbiter's decision: `finish` with `answer`, or replan; and its `thought`."""
+    """The Arbiter's decision: `finish` with `answer` (`truncated`: cut before its end),
+    or replan; and its `thought`. A `problem` means the reply was unreadable and the
+    request stops there."""
 
     kind: ClassVar[RunEventKind] = "arbiter_done"
     finish: bool
     answer: str
     thought: str
+    truncated: bool = False
+    problem: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """The payload as JSON-ready fields (without `kind`)."""
-        return {"finish": self.finish, "answer": self.answer, "thought": self.thought}
+        return {
+            "finish": self.finish,
+            "answer": self.answer,
+            "thought": self.thought,
+            "truncated": self.truncated,
+            "problem": self.problem,
+        }
 
 
 RunEvent = (
@@ -346,6 +420,9 @@ RunEvent = (
     | ToolReused
     | PlannerStart
     | PlanLine
+    | TaskHeld
+    | CallDenied
+    | CallReused
     | TaskStart
     | TaskDone
     | PlanDone

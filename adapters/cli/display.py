@@ -19,7 +19,9 @@ from rich.markup import escape
 from toolweave.events import (
     ArbiterDone,
     ArbiterStart,
+    CallDenied,
     CallName,
+    CallReused,
     FinalCall,
     ModelDone,
     ModelStart,
@@ -31,6 +33,7 @@ from toolweave.events import (
     ProvisionalCallEvent,
     RunEvent,
     TaskDone,
+    TaskHeld,
     TaskStart,
     ToolDone,
     ToolReused,
@@ -61,6 +64,7 @@ class RunTrace:
         self._lock = threading.Lock()
         self._messages = 0
         self._cache: PromptCacheEvent | None = None  # the state store's prefill, if any
+        self._explained: set[int] = set()  # tasks of this round whose outcome was shown
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.t0
@@ -76,6 +80,11 @@ class RunTrace:
     def note(self, text: str) -> None:
         """A free-form phase line (servers started, tools selected, ...)."""
         self(Note(text))
+
+    def prompt(self, question: str) -> None:
+        """Print a question for the user (even when quiet), without a newline."""
+        with self._lock:
+            self.console.print(f"[bold yellow]{escape(question)}[/bold yellow]", end="")
 
     def _line(self, event: RunEvent) -> str | None:
         match event:
@@ -108,11 +117,31 @@ class RunTrace:
                 status = "[red]failed[/red]" if event.error else "finished"
                 return f"  tool {escape(event.name)} {status} in {event.ms:.0f} ms"
             case PlannerStart(round=n):
+                self._explained.clear()
                 return f"[bold]planner[/bold] round {n}: writing the plan"
+            case TaskHeld(index=index, tool=tool):
+                return (
+                    f"  task {index} {escape(tool)} has side effects: "
+                    "held until the whole plan is read and checked"
+                )
+            case CallDenied():
+                if event.index is not None:
+                    self._explained.add(event.index)
+                task = "" if event.index is None else f"task {event.index} "
+                call = escape(_call_text(ToolCall(event.tool, dict(event.arguments))))
+                return f"  [red]{task}denied[/red]: {call}: {escape(event.reason)}"
+            case CallReused(index=index, tool=tool, round=n):
+                self._explained.add(index)
+                return (
+                    f"  task {index} {escape(tool)}: the same call already ran in round {n}; "
+                    "its result is reused, it is not run again"
+                )
             case PlanLine(index=index, tool=tool):
                 return f"  plan line {index}: {escape(tool)}(...) ready"
             case TaskStart(index=index, tool=tool):
                 return f"  [green]task {index} {escape(tool)} started[/green]"
+            case TaskDone() if event.index in self._explained:
+                return None
             case TaskDone():
                 status = "[red]failed[/red]" if event.error else "finished"
                 obs = escape(event.observation[:120])
@@ -122,8 +151,12 @@ class RunTrace:
                 return f"  plan ({planner_s:.1f} s):\n    {shown}"
             case ArbiterStart():
                 return "[bold]arbiter[/bold]: reading the results"
-            case ArbiterDone(finish=finish, thought=thought):
+            case ArbiterDone(problem=problem) if problem:
+                return f"  [red]stopped[/red]: {escape(problem)}"
+            case ArbiterDone(finish=finish, thought=thought, truncated=truncated):
                 verdict = "finish" if finish else "replan"
+                if truncated:
+                    verdict += " (the answer was cut short)"
                 return f"  decision: {verdict}; thought: {escape(thought[:160])}"
             case ToolReused(call=call):
                 return (

@@ -7,12 +7,19 @@ Each phase is printed as it happens; `--json` prints the same events as one JSON
 document instead. `--compare` re-decodes every model message of the run with the
 `constrained` baseline decoder (same prompts, same model, tools not run again) and
 compares decode passes and time.
+
+Tools that are not read-only need consent: on a terminal each such call is shown with
+its arguments and runs only after ``y``; without a terminal it is denied unless
+``--yes`` (every side effect) or ``--allow TOOL`` (repeatable) allows it. A denied
+call is shown, and the model reads why it did not run. ``--read-only NAME`` and
+``--not-read-only NAME`` override how a tool is classified.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -25,6 +32,7 @@ if TYPE_CHECKING:
 
     from toolweave.adapters.cli.display import RunTrace
     from toolweave.adapters.mcp.client import MCPHub
+    from toolweave.consent import ConsentDecision, ConsentPolicy, ConsentRequest
     from toolweave.events import RunEvent
     from toolweave.native.states.store import StateStore
 
@@ -82,15 +90,48 @@ def run(
     no_prompt_cache: Annotated[
         bool, typer.Option("--no-prompt-cache", help="Prefill every prompt from scratch.")
     ] = False,
+    yes: Annotated[
+        bool,
+        typer.Option("--yes", "-y", help="Run every tool call with side effects without asking."),
+    ] = False,
+    allow: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow",
+            metavar="TOOL",
+            help="Run calls of TOOL (not read-only) without asking; repeatable.",
+        ),
+    ] = None,
+    read_only: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--read-only", metavar="NAME", help="Treat tool NAME as read-only; repeatable."
+        ),
+    ] = None,
+    not_read_only: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--not-read-only",
+            metavar="NAME",
+            help="Treat tool NAME as having side effects; repeatable.",
+        ),
+    ] = None,
 ) -> None:
     """Answer REQUEST with an agent on the local model and MCP tools, showing each phase."""
     # Imported here: LangChain's agent stack takes seconds to import, `toolweave call` not.
     from langgraph.errors import GraphRecursionError
     from rich.console import Console
 
+    from toolweave.adapters.cli.consent import (
+        check_tool_names,
+        cli_policy,
+        consent_note,
+        read_only_overrides,
+    )
     from toolweave.adapters.cli.display import RunTrace
     from toolweave.adapters.langchain.tools import to_langchain
     from toolweave.adapters.mcp.client import MCPHub, ServerConfig, demo_server_configs
+    from toolweave.consent import with_consent
     from toolweave.errors import ToolweaveError
     from toolweave.modes import MODES, check_mode
 
@@ -108,22 +149,28 @@ def run(
         )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
+    overrides = read_only_overrides(read_only or [], not_read_only or [])
+    allowed = list(allow or [])
+    policy = cli_policy(yes=yes, allow=allowed, interactive=sys.stdin.isatty(), show=trace.prompt)
     trace.note(f"starting {len(configs)} MCP server(s): {', '.join(c.name for c in configs)}")
     store = None if no_prompt_cache else _state_store(prompt_cache)
     try:
-        with MCPHub(configs) as hub:
+        with MCPHub(configs, read_only_overrides=overrides) as hub:
             if not hub.tools:
                 raise ToolweaveError("the MCP servers offer no tools")
-            read_only = [t.name for t in hub.tools if t.read_only]
+            check_tool_names(hub.tools, allowed, "--allow")
+            read_only_names = [t.name for t in hub.tools if t.read_only]
             trace.note(
                 f"{len(hub.tools)} tools; read-only (may start early): "
-                f"{', '.join(read_only) or 'none'}"
+                f"{', '.join(read_only_names) or 'none'}"
             )
-            tools = [to_langchain(t) for t in hub.tools]
+            trace.note(consent_note(hub.tools, yes, allowed, sys.stdin.isatty()))
+            guarded = [with_consent(t, policy, _denied_to(trace)) for t in hub.tools]
+            tools = [to_langchain(t) for t in guarded]
             if agent == "plan":
                 examples = [] if server else _nearest_examples(_demo_examples(), request)
                 answer, summary, calls = _run_plan(
-                    hub, request, model, mode, max_tokens, examples, trace, store
+                    hub, request, model, mode, max_tokens, examples, trace, store, policy
                 )
                 messages: list[BaseMessage] = []
             else:
@@ -243,6 +290,7 @@ def _run_plan(
     examples: Sequence[tuple[str, str]],
     trace: RunTrace,
     store: StateStore | None = None,
+    consent: ConsentPolicy | None = None,
 ) -> tuple[str, dict[str, Any], list[LLMCall]]:
     from toolweave.adapters.langchain.chat_model import ChatToolweave
     from toolweave.adapters.langchain.plan_agent import PlanOutAgent
@@ -268,11 +316,19 @@ def _run_plan(
         observer=observe,
         state_store=store,
     )
-    agent = PlanOutAgent(chat, hub.tools, examples=examples, observer=trace)
+    agent = PlanOutAgent(chat, hub.tools, examples=examples, observer=trace, consent=consent)
     result = agent.run(request)
     _keep_last_prompt(chat, store)
-    tasks = sum(len(r.run.records) for r in result.rounds)
-    summary = {"rounds": len(result.rounds), "tool_calls": tasks, "finished": result.finished}
+    records = [record for r in result.rounds for record in r.run.records]
+    summary = {
+        "rounds": len(result.rounds),
+        "tool_calls": sum(record.ran for record in records),
+        "denied": sum(record.denied for record in records),
+        "reused": sum(record.reused for record in records),
+        "finished": result.finished,
+    }
+    if result.error is not None:
+        summary["error"] = result.error
     # What each LLM call saw and cost, for --compare.
     calls: list[LLMCall] = []
     for r in result.rounds:
@@ -283,6 +339,16 @@ def _run_plan(
             cost = done[len(calls)] if len(calls) < len(done) else {}
             calls.append((msgs, kind, bound, cost))
     return result.answer, summary, calls
+
+
+def _denied_to(trace: RunTrace) -> Callable[[ConsentRequest, ConsentDecision], None]:
+    """Shows a denied call of the react agent's tool node on the display."""
+    from toolweave.events import CallDenied
+
+    def show(request: ConsentRequest, decision: ConsentDecision) -> None:
+        trace(CallDenied(request.tool, dict(request.arguments), decision.reason, decision.by))
+
+    return show
 
 
 def _summary(messages: Sequence[BaseMessage]) -> dict[str, Any]:

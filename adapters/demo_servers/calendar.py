@@ -11,7 +11,7 @@ from mcp_types import CallToolResult
 from pydantic import Field
 
 from toolweave.adapters.demo_servers.serve import ADDS, READS, REMOVES, Omittable, main, reply
-from toolweave.adapters.demo_servers.store import JsonStore
+from toolweave.adapters.demo_servers.store import JsonStore, count_call
 
 app = MCPServer("calendar", instructions="The user's calendar.", log_level="WARNING")
 
@@ -118,6 +118,7 @@ async def create_event(
     location: Annotated[Omittable[str], Field(description="Where it takes place.")] = None,
 ) -> CallToolResult:
     """Put an event in the calendar; the reply lists events it overlaps with."""
+    count_call("calendar", "create_event")
     when = _day(day)
     first = _minutes(start)
     last = first + duration_minutes
@@ -148,6 +149,7 @@ async def cancel_event(
     event_id: Annotated[str, Field(description="Id of the event, e.g. 'e3'.")],
 ) -> CallToolResult:
     """Cancel (delete) an event."""
+    count_call("calendar", "cancel_event")
     event = store.data["events"].pop(event_id, None)
     if event is None:
         raise ToolError(f"no event with id {event_id!r}; list_events shows the ids")

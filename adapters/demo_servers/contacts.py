@@ -10,7 +10,7 @@ from mcp_types import CallToolResult
 from pydantic import Field
 
 from toolweave.adapters.demo_servers.serve import ADDS, CHANGES, READS, Omittable, main, reply
-from toolweave.adapters.demo_servers.store import JsonStore
+from toolweave.adapters.demo_servers.store import JsonStore, count_call
 
 app = MCPServer("contacts", instructions="The user's address book.", log_level="WARNING")
 
@@ -98,6 +98,7 @@ async def add_contact(
     notes: Annotated[Omittable[str], Field(description="Anything worth remembering.")] = None,
 ) -> CallToolResult:
     """Add a person to the address book and return the new contact with its id."""
+    count_call("contacts", "add_contact")
     contact_id = store.next_id("c")
     values = {"name": name, "email": email, "phone": phone, "company": company, "notes": notes}
     contact = {"id": contact_id, **{key: value or "" for key, value in values.items()}}
@@ -116,6 +117,7 @@ async def update_contact(
     notes: Annotated[Omittable[str], Field(description="New notes, replacing the old.")] = None,
 ) -> CallToolResult:
     """Change some details of a contact; details left out stay as they are."""
+    count_call("contacts", "update_contact")
     contact = _contact(contact_id)
     values = {"name": name, "email": email, "phone": phone, "company": company, "notes": notes}
     contact.update({key: value for key, value in values.items() if value is not None})

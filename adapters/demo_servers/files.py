@@ -16,7 +16,7 @@ from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
 from toolweave.adapters.demo_servers.serve import CHANGES, READS, REMOVES, main, reply
-from toolweave.adapters.demo_servers.store import state_dir
+from toolweave.adapters.demo_servers.store import count_call, state_dir
 
 app = MCPServer("files", instructions="A folder of the user's documents.", log_level="WARNING")
 
@@ -111,6 +111,7 @@ async def write_file(
     content: Annotated[str, Field(description="The whole new text of the file.")],
 ) -> CallToolResult:
     """Write a text file, creating folders as needed; an existing file is replaced."""
+    count_call("files", "write_file")
     target = _path(path, must_exist=False)
     if target.is_dir():
         raise ToolError(f"{path!r} is a folder")
@@ -126,6 +127,7 @@ async def move_file(
     destination: Annotated[str, Field(description="New path; it must not exist yet.")],
 ) -> CallToolResult:
     """Move or rename a file or folder; never overwrites."""
+    count_call("files", "move_file")
     origin, target = _path(source), _path(destination, must_exist=False)
     if target.exists():
         raise ToolError(f"{destination!r} already exists; choose another name")
@@ -140,6 +142,7 @@ async def move_file(
 @app.tool(annotations=REMOVES)
 async def delete_file(path: FilePath) -> CallToolResult:
     """Delete a file, or an empty folder."""
+    count_call("files", "delete_file")
     target = _path(path)
     if target == _root():
         raise ToolError("the top folder cannot be deleted")

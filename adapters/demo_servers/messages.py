@@ -11,7 +11,7 @@ from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
 from toolweave.adapters.demo_servers.serve import READS, main, reply
-from toolweave.adapters.demo_servers.store import JsonStore
+from toolweave.adapters.demo_servers.store import JsonStore, count_call
 
 app = MCPServer("messages", instructions="The user's messages (email-like).", log_level="WARNING")
 
@@ -112,6 +112,7 @@ async def send_message(
     body: Annotated[str, Field(description="Text of the message.")],
 ) -> CallToolResult:
     """Send a message; it cannot be unsent."""
+    count_call("messages", "send_message")
     if "@" not in to:
         raise ToolError(f"{to!r} is not an email address; search_contacts can find one")
     message_id = store.next_id("m")
@@ -135,6 +136,7 @@ async def mark_read(
     read: Annotated[bool, Field(description="False marks it unread again.")] = True,
 ) -> CallToolResult:
     """Mark an inbox message as read (or unread)."""
+    count_call("messages", "mark_read")
     message = _message(message_id)
     message["read"] = read
     store.save()

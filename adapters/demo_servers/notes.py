@@ -19,7 +19,7 @@ from toolweave.adapters.demo_servers.serve import (
     main,
     reply,
 )
-from toolweave.adapters.demo_servers.store import JsonStore
+from toolweave.adapters.demo_servers.store import JsonStore, count_call
 
 app = MCPServer("notes", instructions="The user's personal notes.", log_level="WARNING")
 
@@ -104,6 +104,7 @@ async def create_note(
     tags: Annotated[Omittable[list[str]], Field(description="Tags, e.g. ['work'].")] = None,
 ) -> CallToolResult:
     """Create a new note and return it with its id."""
+    count_call("notes", "create_note")
     stamp = datetime.now().replace(microsecond=0).isoformat()
     note_id = store.next_id("n")
     note = {
@@ -127,6 +128,7 @@ async def update_note(
     tags: Annotated[Omittable[list[str]], Field(description="New tags, replacing the old.")] = None,
 ) -> CallToolResult:
     """Change a note's title, text or tags; arguments left out stay as they are."""
+    count_call("notes", "update_note")
     note = _note(note_id)
     for key, value in (("title", title), ("body", body), ("tags", tags)):
         if value is not None:
@@ -139,6 +141,7 @@ async def update_note(
 @app.tool(annotations=REMOVES)
 async def delete_note(note_id: NoteId) -> CallToolResult:
     """Delete a note for good."""
+    count_call("notes", "delete_note")
     note = _note(note_id)
     del store.data["notes"][note_id]
     store.save()

@@ -11,7 +11,7 @@ from typing import Any
 
 from toolweave.adapters.demo_servers import STATE_ENV
 
-__all__ = ["JsonStore", "state_dir"]
+__all__ = ["JsonStore", "call_counts", "count_call", "state_dir"]
 
 
 def state_dir() -> Path:
@@ -64,3 +64,30 @@ class JsonStore:
         number = counters.get(prefix, 1)
         counters[prefix] = number + 1
         return f"{prefix}{number}"
+
+
+def _calls_path(server: str) -> Path:
+    return state_dir() / f"{server}.calls.json"
+
+
+def count_call(server: str, tool: str) -> None:
+    """Count one call of a side-effect tool of ``server``, before it acts, in
+    ``<state dir>/<server>.calls.json`` (saved atomically), so a client can check how
+    often the server really ran each tool."""
+    counts = call_counts(server)
+    counts[tool] = counts.get(tool, 0) + 1
+    path = _calls_path(server)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{server}.calls.")
+    with os.fdopen(handle, "w", encoding="utf-8") as file:
+        json.dump(counts, file)
+    os.replace(temporary, path)
+
+
+def call_counts(server: str, directory: Path | None = None) -> dict[str, int]:
+    """How often each side-effect tool of ``server`` was called (state dir: ``directory``,
+    else the servers' own)."""
+    path = (directory / f"{server}.calls.json") if directory is not None else _calls_path(server)
+    if not path.exists():
+        return {}
+    counts: dict[str, int] = json.loads(path.read_text(encoding="utf-8"))
+    return counts

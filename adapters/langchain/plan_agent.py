@@ -9,6 +9,12 @@ On `ChatToolweave` both outputs are decoded under grammars (`toolweave.plan.gram
 so a tiny model always writes a well-formed plan; any other LangChain chat model gets
 the same prompts and its free text is parsed (malformed plans become observations
 the next round can correct).
+
+Side effects (tools that are not read-only) need consent: ``consent`` decides each
+call, and without one every side effect is denied (the model reads why). They start
+only after the whole plan has been read and checked, and run at most once per
+request: a later round repeating an identical call reuses its observation. Only a
+written ``Replan`` starts another round; an unreadable Arbiter reply ends the request.
 """
 
 from __future__ import annotations
@@ -27,31 +33,34 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessageChunk
 
 from toolweave.adapters.langchain.chat_model import ChatToolweave
+from toolweave.consent import ConsentPolicy
 from toolweave.events import (
     ArbiterDone,
     ArbiterStart,
+    CallDenied,
+    CallReused,
     Observer,
     PlanDone,
     PlanLine,
     PlannerStart,
     RunEvent,
     TaskDone,
+    TaskHeld,
     TaskStart,
 )
+from toolweave.plan.arbiter import ArbiterVerdict, read_arbiter
 from toolweave.plan.executor import PlanRun, TaskEvent, execute_plan
 from toolweave.plan.format import PlanTask
 from toolweave.plan.grammar import arbiter_grammar, plan_grammar
+from toolweave.plan.ledger import CallLedger
 from toolweave.plan.parse import PlanStreamParser
-from toolweave.plan.prompts import (
-    ARBITER_EXAMPLES,
-    ArbiterDecision,
-    arbiter_messages,
-    parse_arbiter,
-    planner_messages,
-)
+from toolweave.plan.prompts import ARBITER_EXAMPLES, arbiter_messages, planner_messages
 from toolweave.tools import Tool
 
-__all__ = ["PlanOutAgent", "PlanOutResult", "PlanRound"]
+__all__ = ["NO_CONSENT", "PlanOutAgent", "PlanOutResult", "PlanRound"]
+
+#: What the model reads for a side effect when the agent was given no consent policy.
+NO_CONSENT = "not run: this tool has side effects and the agent was given no consent for them"
 
 
 @dataclass(frozen=True)
@@ -61,7 +70,7 @@ class PlanRound:
     plan_text: str
     run: PlanRun
     arbiter_text: str
-    decision: ArbiterDecision
+    decision: ArbiterVerdict
     planner_s: float
     arbiter_s: float
     #: The (role, text) messages the Planner and the Arbiter were given.
@@ -71,16 +80,23 @@ class PlanRound:
 
 @dataclass(frozen=True)
 class PlanOutResult:
-    """The answer and every round that led to it."""
+    """The answer and every round that led to it; ``error`` says why a request stopped
+    without an answer (an unreadable Arbiter reply); ``ledger`` holds its side effects."""
 
     answer: str
     rounds: tuple[PlanRound, ...]
     total_s: float
     finished: bool = True
+    error: str | None = None
+    ledger: CallLedger | None = None
 
 
 class PlanOutAgent:
-    """Answer requests with plan-out rounds over `tools` on `model`."""
+    """Answer requests with plan-out rounds over `tools` on `model`.
+
+    ``consent`` decides every call of a tool that is not read-only (None: all denied,
+    with `NO_CONSENT` as their observation).
+    """
 
     def __init__(
         self,
@@ -92,9 +108,11 @@ class PlanOutAgent:
         examples: Sequence[tuple[str, str]] = (),
         tool_timeout: float = 30.0,
         observer: Observer | None = None,
+        consent: ConsentPolicy | None = None,
     ) -> None:
         if not tools:
             raise ValueError("the plan-out agent needs at least one tool")
+        self.consent = ConsentPolicy.deny_all(NO_CONSENT) if consent is None else consent
         self.model = model
         self.tools = {t.name: t for t in tools}
         self.specs = {t.name: t.spec for t in tools}
@@ -137,13 +155,26 @@ class PlanOutAgent:
         t0 = time.perf_counter()
         rounds: list[PlanRound] = []
         previous: list[tuple[str, str]] = []
+        ledger = CallLedger()  # the side effects of this request, across its rounds
         for n in range(1, self.max_rounds + 1):
+            if n > 1:
+                ledger.next_round()
             self._emit(PlannerStart(n))
-            round_ = await self._round(query, previous)
+            round_ = await self._round(query, previous, ledger)
             rounds.append(round_)
-            if round_.decision.finish:
+            decision = round_.decision
+            if decision.finish:
                 elapsed = time.perf_counter() - t0
-                return PlanOutResult(round_.decision.answer, tuple(rounds), elapsed)
+                return PlanOutResult(decision.answer, tuple(rounds), elapsed, ledger=ledger)
+            if not decision.replan:  # unreadable: replanning would plan side effects again
+                return PlanOutResult(
+                    f"(stopped: {decision.problem})",
+                    tuple(rounds),
+                    time.perf_counter() - t0,
+                    finished=False,
+                    error=decision.problem,
+                    ledger=ledger,
+                )
             previous.append((round_.plan_text, round_.run.observations_text()))
         last = rounds[-1].run.observations_text() if rounds else ""
         return PlanOutResult(
@@ -151,10 +182,13 @@ class PlanOutAgent:
             tuple(rounds),
             time.perf_counter() - t0,
             finished=False,
+            ledger=ledger,
         )
 
     # ------------------------------------------------------------ one round
-    async def _round(self, query: str, previous: Sequence[tuple[str, str]]) -> PlanRound:
+    async def _round(
+        self, query: str, previous: Sequence[tuple[str, str]], ledger: CallLedger
+    ) -> PlanRound:
         msgs = planner_messages(
             list(self.specs.values()), query, examples=self.examples, previous=previous
         )
@@ -173,7 +207,12 @@ class PlanOutAgent:
             parser.close()
 
         run = await execute_plan(
-            tasks(), self.tools, timeout=self.tool_timeout, on_event=self._task_event
+            tasks(),
+            self.tools,
+            timeout=self.tool_timeout,
+            on_event=self._task_event,
+            consent=self.consent,
+            ledger=ledger,
         )
         plan_text = "".join(text_parts)
         planner_s = (planner_done[0] if planner_done else time.perf_counter()) - t0
@@ -184,9 +223,17 @@ class PlanOutAgent:
         arbiter_text = "".join(
             [d async for d in self._stream_text(arbiter_msgs, self._arbiter_kwargs)]
         )
-        decision = parse_arbiter(arbiter_text)
+        decision = read_arbiter(arbiter_text)
         arbiter_s = time.perf_counter() - t1
-        self._emit(ArbiterDone(decision.finish, decision.answer, decision.thought))
+        self._emit(
+            ArbiterDone(
+                decision.finish,
+                decision.answer,
+                decision.thought,
+                truncated=decision.truncated,
+                problem=decision.problem,
+            )
+        )
         return PlanRound(
             plan_text, run, arbiter_text, decision, planner_s, arbiter_s,
             tuple(msgs), tuple(arbiter_msgs),
@@ -231,10 +278,20 @@ class PlanOutAgent:
             stop.set()
 
     def _task_event(self, event: TaskEvent) -> None:
+        task, record = event.task, event.record
         if event.kind == "started":
-            self._emit(TaskStart(event.task.index, event.task.tool))
-        elif event.record is not None:
-            r = event.record
+            self._emit(TaskStart(task.index, task.tool))
+        elif event.kind == "held":
+            self._emit(TaskHeld(task.index, task.tool))
+        elif event.kind == "denied" and record is not None:
+            reason = record.observation.text
+            by = event.by or "policy"
+            self._emit(CallDenied(task.tool, dict(record.arguments), reason, by, task.index))
+        elif event.kind == "reused" and record is not None:
+            text = record.observation.observation()[:200]
+            self._emit(CallReused(task.index, task.tool, record.reused_round or 0, text))
+        elif event.kind == "finished" and record is not None:
+            r = record
             self._emit(
                 TaskDone(
                     index=r.task.index,

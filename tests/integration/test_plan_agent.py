@@ -12,14 +12,17 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 
 from toolweave.adapters.demo_servers import plan_examples
+from toolweave.adapters.demo_servers.store import call_counts
 from toolweave.adapters.langchain.chat_model import ChatToolweave
-from toolweave.adapters.langchain.plan_agent import PlanOutAgent
+from toolweave.adapters.langchain.plan_agent import NO_CONSENT, PlanOutAgent
 from toolweave.adapters.mcp.client import MCPHub, demo_server_configs
+from toolweave.consent import ConsentPolicy
+from toolweave.events import ArbiterDone, CallDenied, CallReused
 from toolweave.native.constraints import TokenMatcher, vocabulary_for
 from toolweave.native.learning import forget_acceptance
+from toolweave.plan.arbiter import read_arbiter
 from toolweave.plan.grammar import arbiter_grammar, plan_grammar
 from toolweave.plan.parse import parse_plan
-from toolweave.plan.prompts import parse_arbiter
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +44,8 @@ def test_plan_grammar_accepts_the_demo_example_plans(engine: Any, tmp_path: Path
     reply = "Thought: done.\nAction: Finish(It is 6 degrees.)"
     tokens = engine.tokenize(reply, parse_special=False)
     assert TokenMatcher(vocab, arbiter_grammar()).accepts_prefix(tokens) == len(tokens)
-    assert parse_arbiter(reply).answer == "It is 6 degrees."
-    assert not parse_arbiter("Thought: no.\nAction: Replan").finish
+    assert read_arbiter(reply).answer == "It is 6 degrees."
+    assert read_arbiter("Thought: no.\nAction: Replan").replan
 
 
 def test_pipeline_completes_a_multi_step_request_on_the_embedded_model(
@@ -128,3 +131,94 @@ def test_exspec_drafts_change_speed_not_the_planner_or_arbiter_output(
             assert greedy.response_metadata["stats"]["drafted_tokens"] == 0
             accepted += stats["accepted_tokens"]
     assert accepted > 0  # the examples' n-grams were drafted and the model agreed
+
+
+# -- side effects: consent, at most once per request, only a written Replan replans -----
+
+
+@pytest.fixture(scope="module")
+def notes_hub(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    state = tmp_path_factory.mktemp("notes-state")
+    with MCPHub(demo_server_configs(state, names=["notes"])) as hub:
+        yield hub, state
+
+
+def scripted(*replies: str) -> GenericFakeChatModel:
+    return GenericFakeChatModel(messages=iter([AIMessage(r) for r in replies]))
+
+
+def test_a_replan_does_not_repeat_a_side_effect_of_the_same_request(notes_hub: Any) -> None:
+    hub, state = notes_hub
+    plan = '1. create_note(title="Dentist", body="Tuesday 10:00")\n2. join()'
+    events: list[Any] = []
+    before = call_counts("notes", state).get("create_note", 0)
+    agent = PlanOutAgent(
+        scripted(
+            plan,
+            "Thought: not sure it worked.\nAction: Replan",
+            plan + "\n",
+            "Thought: saved.\nAction: Finish(The note is saved.)",
+        ),
+        hub.tools,
+        consent=ConsentPolicy.allow_all(),
+        observer=events.append,
+    )
+    result = agent.run("Note: dentist on Tuesday at 10")
+    assert result.finished and len(result.rounds) == 2
+    assert call_counts("notes", state).get("create_note", 0) == before + 1
+    second = result.rounds[1].run.record(1)
+    assert second.reused_round == 1 and not second.ran
+    reused = [e for e in events if isinstance(e, CallReused)]
+    assert [(e.index, e.tool, e.round) for e in reused] == [(1, "create_note", 1)]
+    assert result.ledger is not None and len(result.ledger.entries) == 1
+
+
+def test_without_a_consent_policy_the_agent_runs_no_side_effect(notes_hub: Any) -> None:
+    hub, state = notes_hub
+    events: list[Any] = []
+    before = call_counts("notes", state)
+    result = PlanOutAgent(
+        scripted(
+            '1. delete_note(note_id="n2")\n2. list_notes()\n3. join()',
+            "Thought: it was not allowed.\nAction: Finish(I may not delete notes.)",
+        ),
+        hub.tools,
+        observer=events.append,
+    ).run("Delete the Atlas note")
+    assert call_counts("notes", state) == before
+    record = result.rounds[0].run.record(1)
+    assert record.denied and record.observation.text == NO_CONSENT
+    denied = [e for e in events if isinstance(e, CallDenied)]
+    assert [(e.tool, e.arguments, e.index) for e in denied] == [
+        ("delete_note", {"note_id": "n2"}, 1)
+    ]
+    assert NO_CONSENT in result.rounds[0].run.observations_text()  # what the Arbiter read
+
+
+def test_an_arbiter_reply_cut_before_its_action_ends_the_request(notes_hub: Any) -> None:
+    hub, state = notes_hub
+    plan = '1. create_note(title="Call Sam", body="about the budget")\n2. join()'
+    before = call_counts("notes", state).get("create_note", 0)
+    result = PlanOutAgent(
+        scripted(plan, "Thought: the note is saved.\nAction: Rep", plan, "never read"),
+        hub.tools,
+        consent=ConsentPolicy.allow_all(),
+        max_rounds=3,
+    ).run("Remind me to call Sam")
+    assert len(result.rounds) == 1 and not result.finished
+    assert result.error is not None and "neither Finish(...) nor Replan" in result.error
+    assert call_counts("notes", state).get("create_note", 0) == before + 1
+
+
+def test_an_arbiter_answer_cut_inside_finish_is_a_truncated_answer(notes_hub: Any) -> None:
+    hub, _ = notes_hub
+    events: list[Any] = []
+    result = PlanOutAgent(
+        scripted('1. list_notes(tag="work")\n2. join()', "Thought: found it.\nAction: Finish(One"),
+        hub.tools,
+        observer=events.append,
+    ).run("Which work notes do I have?")
+    assert result.finished and result.answer == "One"
+    assert result.rounds[0].decision.truncated
+    done = [e for e in events if isinstance(e, ArbiterDone)]
+    assert done[-1].truncated and done[-1].finish

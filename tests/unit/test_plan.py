@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from toolweave.plan.arbiter import read_arbiter
 from toolweave.plan.arguments import resolve_arguments
 from toolweave.plan.format import (
     Plan,
@@ -340,3 +341,35 @@ def test_error_message_tells_the_model_how_to_call_the_tool() -> None:
     assert "the arguments of search are: query (string, required), limit (integer, optional)" in (
         message
     )
+
+
+# -- the Arbiter's reply ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "action", "answer", "truncated"),
+    [
+        ("Thought: done.\nAction: Finish(It is 6 (cold).)", "finish", "It is 6 (cold).", False),
+        ("Thought: a tool failed.\nAction: Replan", "replan", "", False),
+        # cut by the token budget inside the answer: a finish, marked as cut
+        ("Thought: done.\nAction: Finish(The note is saved", "finish", "The note is saved", True),
+        # cut before the answer or before the action: neither, never a replan
+        ("Thought: done.\nAction: Finish(", "unreadable", "", False),
+        ("Thought: done.\nAction: Rep", "unreadable", "", False),
+        ("Thought: the results answer the request", "unreadable", "", False),
+        ("", "unreadable", "", False),
+        ("Sure! The weather is fine.", "unreadable", "", False),
+    ],
+)  # fmt: skip
+def test_arbiter_reply_is_read_and_a_cut_reply_never_counts_as_replan(
+    text: str, action: str, answer: str, truncated: bool
+) -> None:
+    verdict = read_arbiter(text)
+    assert (verdict.action, verdict.answer, verdict.truncated) == (action, answer, truncated)
+    assert verdict.finish == (action == "finish") and verdict.replan == (action == "replan")
+    if action == "unreadable":
+        assert verdict.problem.startswith("the Arbiter's reply")
+    else:
+        assert verdict.problem == ""
+    if text.startswith("Thought: done."):
+        assert verdict.thought == "done."

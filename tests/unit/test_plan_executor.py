@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
@@ -11,8 +13,17 @@ from typing import Any
 import anyio
 import pytest
 
+from toolweave.consent import (
+    DENIED_BY_POLICY,
+    DENIED_BY_USER,
+    ConsentDecision,
+    ConsentPolicy,
+    ConsentRequest,
+    with_consent,
+)
 from toolweave.plan.executor import TaskEvent, execute_plan, execute_plan_text
 from toolweave.plan.format import PlanTask, TaskRef
+from toolweave.plan.ledger import CallLedger
 from toolweave.plan.parse import PlanStreamParser, parse_plan
 from toolweave.tools import Tool, ToolResult
 from toolweave.toolspec import ToolSpec
@@ -225,7 +236,7 @@ async def test_tool_returning_something_else_and_unknown_tool_are_errors(
     async def odd(arguments: Any) -> Any:
         return "not a ToolResult"
 
-    spec = ToolSpec.from_dict({"name": "odd"})
+    spec = ToolSpec.from_dict({"name": "odd"}).with_read_only(True)
     tools = {**catalogue.tools, "odd": Tool(spec, odd)}
     plan = parse_plan("1. odd()\n2. join()", {"odd": spec})
     ghost = PlanTask(2, "ghost", {})
@@ -281,16 +292,12 @@ async def test_provisional_call_of_a_tool_that_is_not_read_only_waits_for_its_fi
     assert run.ok
 
 
-async def test_started_tool_that_is_not_read_only_is_never_run_twice(
-    catalogue: Catalogue,
-) -> None:
+async def test_a_held_side_effect_runs_its_last_version_once(catalogue: Catalogue) -> None:
     first = PlanTask(1, "create_event", {"title": "a"})
     changed = PlanTask(1, "create_event", {"title": "b"})
-    run = await execute_plan(stream(first, 0.05, changed, first), catalogue.tools)
-    assert catalogue.calls["create_event"] == 1
-    assert run.record(1).arguments == {"title": "a"}
-    assert len(run.notes) == 1 and "never run twice" in run.notes[0]
-    assert "Note: task 1 (create_event) changed" in run.observations_text()
+    run = await execute_plan(stream(first, 0.05, changed, 0.05, first), catalogue.tools)
+    assert catalogue.arguments == [("create_event", {"title": "a"})]
+    assert run.record(1).arguments == {"title": "a"} and run.ok
 
 
 async def test_tasks_start_while_the_plan_is_still_streaming(catalogue: Catalogue) -> None:
@@ -387,3 +394,239 @@ async def test_references_in_a_hand_built_plan_are_checked_at_run_time(
     dangling = PlanTask(2, "echo", {"text": TaskRef(5)}, (5,))
     run = await execute_plan(replace(plan, tasks=(*plan.tasks, dangling)), catalogue.tools)
     assert "there is no task 5" in run.record(2).observation.text
+
+
+# -- side effects: held until the plan is checked, consent, at most once per request ------
+
+
+async def chunks(*parts: str, pause: float = 0.05) -> AsyncIterator[str]:
+    for part in parts:
+        yield part
+        await anyio.sleep(pause)
+
+
+async def test_side_effects_wait_for_the_whole_plan_while_reads_stream(
+    catalogue: Catalogue,
+) -> None:
+    events: list[tuple[str, int, float]] = []
+    parser = PlanStreamParser(specs(catalogue))
+    text = ('1. create_event(title="a")\n', '2. echo(text="b")\n', "3. join()")
+    run = await execute_plan(
+        parser.iter_tasks(chunks(*text)),
+        catalogue.tools,
+        on_event=lambda e: events.append((e.kind, e.task.index, perf_counter())),
+    )
+    assert run.ok and catalogue.calls["create_event"] == 1
+    kinds = [(kind, index) for kind, index, _ in events]
+    assert kinds.index(("held", 1)) < kinds.index(("started", 2)) < kinds.index(("started", 1))
+    # The read-only task ran while the plan was still being written; the side effect
+    # only after its last line.
+    assert run.record(2).started < run.record(1).started
+
+
+async def test_a_plan_that_breaks_later_runs_none_of_its_side_effects(
+    catalogue: Catalogue,
+) -> None:
+    parser = PlanStreamParser(specs(catalogue))
+    text = ('1. create_event(title="a")\n', '2. echo(text="b")\n', "3. no_such_tool()\n")
+    run = await execute_plan(parser.iter_tasks(chunks(*text)), catalogue.tools)
+    assert run.error is not None and run.error.line == 3
+    assert catalogue.calls["create_event"] == 0 and catalogue.calls["echo"] == 1
+    held = run.record(1)
+    assert not held.ran and held.failed
+    assert "a plan that fails its check runs no side effect" in held.observation.text
+
+    # Without join(): the same.
+    parser = PlanStreamParser(specs(catalogue))
+    run = await execute_plan(
+        parser.iter_tasks(chunks('1. create_event(title="a")\n')), catalogue.tools
+    )
+    assert run.error is not None and catalogue.calls["create_event"] == 0
+
+
+async def test_a_dangling_reference_anywhere_stops_every_side_effect(
+    catalogue: Catalogue,
+) -> None:
+    plan = parse_plan('1. create_event(title="a")\n2. echo(text="b")\n3. join()', specs(catalogue))
+    dangling = PlanTask(3, "echo", {"text": TaskRef(7)}, (7,))
+    run = await execute_plan(replace(plan, tasks=(*plan.tasks, dangling)), catalogue.tools)
+    assert catalogue.calls["create_event"] == 0 and catalogue.calls["echo"] == 1
+    assert "task 3 uses $7" in run.record(1).observation.text
+    # An unknown tool or a plan without join(): the same.
+    ghost = PlanTask(3, "ghost", {})
+    run = await execute_plan(replace(plan, tasks=(*plan.tasks, ghost)), catalogue.tools)
+    assert "unknown tool 'ghost'" in run.record(1).observation.text
+    run = await execute_plan(replace(plan, joined=False), catalogue.tools)
+    assert "does not end with join()" in run.record(1).observation.text
+    assert catalogue.calls["create_event"] == 0 and catalogue.calls["echo"] == 3
+
+
+async def test_deny_all_turns_side_effects_into_denied_observations(catalogue: Catalogue) -> None:
+    events: list[TaskEvent] = []
+    run = await execute_plan_text(
+        '1. create_event(title="a")\n2. echo(text="b")\n3. echo(text=$1)\n4. join()',
+        catalogue.tools,
+        consent=ConsentPolicy.deny_all(),
+        on_event=events.append,
+    )
+    denied = run.record(1)
+    assert denied.denied and not denied.ran and denied.observation.text == DENIED_BY_POLICY
+    assert catalogue.calls == {"echo": 1}
+    assert [e.kind for e in events if e.task.index == 1] == ["denied", "finished"]
+    assert f"Observation: Error: {DENIED_BY_POLICY}" in run.observations_text()
+
+
+async def test_allow_tools_runs_only_the_named_side_effects(catalogue: Catalogue) -> None:
+    run = await execute_plan_text(
+        '1. create_event(title="a")\n2. refuse(text="b")\n3. join()',
+        catalogue.tools,
+        consent=ConsentPolicy.allow_tools(["create_event"]),
+    )
+    assert catalogue.calls == {"create_event": 1}
+    assert run.record(2).denied
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+async def test_ask_sees_the_resolved_call_and_asks_one_question_at_a_time(
+    catalogue: Catalogue, kind: str
+) -> None:
+    asked: list[ConsentRequest] = []
+    active = [0, 0]  # now, most at once
+
+    def sync_answer(request: ConsentRequest) -> bool:
+        active[0] += 1
+        active[1] = max(active)
+        time.sleep(0.05)  # a person thinking: blocks its thread, not the event loop
+        asked.append(request)
+        active[0] -= 1
+        return request.arguments["title"] != "no"
+
+    async def async_answer(request: ConsentRequest) -> bool:
+        active[0] += 1
+        active[1] = max(active)
+        await anyio.sleep(0.05)
+        asked.append(request)
+        active[0] -= 1
+        return request.arguments["title"] != "no"
+
+    callback = sync_answer if kind == "sync" else async_answer
+    run = await execute_plan_text(
+        '1. capital(country="Italy")\n2. create_event(title=$1)\n'
+        '3. create_event(title="no")\n4. nap(seconds=0.01)\n5. join()',
+        catalogue.tools,
+        consent=ConsentPolicy.ask(callback),
+    )
+    assert sorted((r.tool, r.arguments["title"], r.task) for r in asked) == [
+        ("create_event", "Rome", 2),
+        ("create_event", "no", 3),
+    ]
+    assert active[1] == 1  # never two questions at once
+    assert catalogue.arguments.count(("create_event", {"title": "Rome"})) == 1
+    assert ("create_event", {"title": "no"}) not in catalogue.arguments
+    refused = run.record(3)
+    assert refused.denied and refused.observation.text == DENIED_BY_USER
+    assert catalogue.calls["nap"] == 1  # no question for a read-only tool
+
+
+async def test_a_question_without_answer_or_with_a_broken_callback_denies(
+    catalogue: Catalogue,
+) -> None:
+    async def never(request: ConsentRequest) -> bool:
+        await anyio.sleep(30)
+        return True
+
+    def broken(request: ConsentRequest) -> bool:
+        raise OSError("no terminal")
+
+    start = perf_counter()
+    run = await execute_plan_text(
+        '1. create_event(title="a")\n2. join()',
+        catalogue.tools,
+        consent=ConsentPolicy.ask(never, timeout=0.2),
+    )
+    assert perf_counter() - start < 2
+    assert run.record(1).denied and "within 0.2 s" in run.record(1).observation.text
+    run = await execute_plan_text(
+        '1. create_event(title="a")\n2. join()',
+        catalogue.tools,
+        consent=ConsentPolicy.ask(broken),
+    )
+    assert "OSError: no terminal" in run.record(1).observation.text
+
+    # A blocking question nobody answers (a terminal left alone) is abandoned in time.
+    gate = threading.Event()
+
+    def stuck(request: ConsentRequest) -> bool:
+        gate.wait(30)
+        return True
+
+    start = perf_counter()
+    run = await execute_plan_text(
+        '1. create_event(title="a")\n2. join()',
+        catalogue.tools,
+        consent=ConsentPolicy.ask(stuck, timeout=0.2),
+    )
+    gate.set()
+    assert perf_counter() - start < 2 and run.record(1).denied
+    assert catalogue.calls["create_event"] == 0
+
+
+async def test_a_side_effect_of_an_earlier_round_is_reused_not_run_again(
+    catalogue: Catalogue,
+) -> None:
+    ledger = CallLedger()
+    plan = '1. create_event(title="a")\n2. create_event(title="a")\n3. join()'
+    first = await execute_plan_text(plan, catalogue.tools, ledger=ledger)
+    assert catalogue.calls["create_event"] == 2  # one round may ask twice on purpose
+    ledger.next_round()
+    events: list[TaskEvent] = []
+    again = await execute_plan_text(
+        '1. create_event(title="a")\n2. create_event(title="b")\n3. echo(text="$1")\n4. join()',
+        catalogue.tools,
+        ledger=ledger,
+        on_event=events.append,
+    )
+    assert catalogue.arguments.count(("create_event", {"title": "a"})) == 2
+    assert catalogue.arguments.count(("create_event", {"title": "b"})) == 1
+    reused = again.record(1)
+    assert reused.reused and reused.reused_round == 1 and not reused.ran
+    assert reused.observation == first.record(1).observation
+    assert again.record(3).arguments == {"text": "created a"}  # the reused result flows on
+    assert [e.kind for e in events if e.task.index == 1] == ["reused", "finished"]
+    assert "Observation: (done in round 1, not run again) created a" in again.observations_text()
+
+
+async def test_a_call_the_user_denied_is_not_asked_again_in_the_same_request(
+    catalogue: Catalogue,
+) -> None:
+    asked: list[str] = []
+
+    async def no(request: ConsentRequest) -> bool:
+        asked.append(request.tool)
+        return False
+
+    ledger = CallLedger()
+    policy = ConsentPolicy.ask(no)
+    plan = '1. create_event(title="a")\n2. join()'
+    await execute_plan_text(plan, catalogue.tools, consent=policy, ledger=ledger)
+    ledger.next_round()
+    run = await execute_plan_text(plan, catalogue.tools, consent=policy, ledger=ledger)
+    assert asked == ["create_event"] and catalogue.calls["create_event"] == 0
+    assert "denied this call earlier in this request" in run.record(1).observation.text
+
+
+async def test_with_consent_guards_one_tool_outside_a_plan(catalogue: Catalogue) -> None:
+    seen: list[tuple[ConsentRequest, ConsentDecision]] = []
+    create = catalogue.tools["create_event"]
+    guarded = with_consent(create, ConsentPolicy.deny_all(), lambda r, d: seen.append((r, d)))
+    result = await guarded.run({"title": "x"})
+    assert result.is_error and result.text == DENIED_BY_POLICY
+    assert catalogue.calls["create_event"] == 0
+    assert [(r.tool, dict(r.arguments), d.by) for r, d in seen] == [
+        ("create_event", {"title": "x"}, "policy")
+    ]
+    allowed = with_consent(create, ConsentPolicy.allow_tools(["create_event"]))
+    assert (await allowed.run({"title": "y"})).text == "created y"
+    assert catalogue.calls["create_event"] == 1
+    echo = catalogue.tools["echo"]
+    assert with_consent(echo, ConsentPolicy.deny_all()) is echo  # read-only: unchanged

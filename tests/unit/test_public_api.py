@@ -13,11 +13,15 @@ import toolweave
 #: The public names, pinned: a change here is a change of the public API.
 EXPECTED = [
     "CallEvent",
+    "CallLedger",
     "CallFormat",
     "CallFormatError",
     "CallResult",
     "CallStats",
     "ChatToolweave",
+    "ConsentDecision",
+    "ConsentPolicy",
+    "ConsentRequest",
     "ConstraintError",
     "ContextFullError",
     "CostTable",
@@ -60,6 +64,7 @@ EXPECTED = [
     "default_model_path",
     "demo_server_configs",
     "execute_plan",
+    "execute_plan_text",
     "format_for_chat_template",
     "gemma_model_path",
     "get_format",
@@ -72,6 +77,7 @@ EXPECTED = [
     "to_langchain",
     "from_langchain",
     "value_grammar",
+    "with_consent",
 ]
 
 

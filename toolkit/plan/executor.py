@@ -12,6 +12,15 @@ Provisional tasks (`PlanTask.provisional`, emitted early by a decoder) are run e
 only when their tool is read-only; a later version with the same index replaces them
 (a read-only run is cancelled or discarded and the new version runs). A tool that is
 not read-only is started at most once per task.
+
+Side effects wait for the whole plan. A task whose tool is not read-only is held
+(event ``"held"``) until the plan has been read to its end and checked (``join()``
+reached, every ``$N`` naming an earlier task); a plan that fails the check runs none
+of them. Each such call then goes through the `ConsentPolicy` (default: allow, since
+the caller chose the plan; the plan-out agent passes its own) and the request's
+`CallLedger`: a call that ran in an earlier round is not run again, its observation
+is reused (event ``"reused"``); a denied call becomes an error observation (event
+``"denied"``).
 """
 
 from __future__ import annotations
@@ -26,13 +35,22 @@ from typing import Any, Literal
 import anyio
 import anyio.abc
 
+from toolweave.consent import ConsentPolicy, ConsentRequest
 from toolweave.errors import CallFormatError, ToolSpecError
 from toolweave.plan.arguments import resolve_arguments
 from toolweave.plan.format import Plan, PlanError, PlanTask, format_call
+from toolweave.plan.ledger import CallLedger
 from toolweave.plan.parse import parse_plan
 from toolweave.tools import Tool, ToolResult
 
-__all__ = ["PlanRun", "TaskEvent", "TaskRecord", "execute_plan", "execute_plan_text"]
+__all__ = [
+    "PlanRun",
+    "TaskEvent",
+    "TaskEventKind",
+    "TaskRecord",
+    "execute_plan",
+    "execute_plan_text",
+]
 
 
 @dataclass(frozen=True)
@@ -42,6 +60,8 @@ class TaskRecord:
     ``arguments`` are the arguments after substitution (the planned ones when the
     task never got that far); ``started``/``finished`` are `time.perf_counter`
     values; ``ran`` is False when the tool was not called (equal times then).
+    ``denied`` marks a call the consent policy refused; ``reused_round`` the round
+    of the same request whose identical call's observation this one reuses.
     """
 
     task: PlanTask
@@ -50,19 +70,33 @@ class TaskRecord:
     started: float
     finished: float
     ran: bool = True
+    denied: bool = False
+    reused_round: int | None = None
 
     @property
     def failed(self) -> bool:
         return self.observation.is_error
 
+    @property
+    def reused(self) -> bool:
+        """True when an earlier round's observation stands in for this call."""
+        return self.reused_round is not None
+
+
+TaskEventKind = Literal["held", "started", "denied", "reused", "finished"]
+
 
 @dataclass(frozen=True)
 class TaskEvent:
-    """A live update: a tool call ``"started"``, or a task ``"finished"`` (with record)."""
+    """A live update: a side-effect task ``"held"`` until the plan is checked, a tool
+    call ``"started"``, a call ``"denied"`` or ``"reused"`` (with its record), and at
+    the end of every task ``"finished"`` (with its record). ``by`` says who denied
+    a call: ``"user"`` or ``"policy"``."""
 
-    kind: Literal["started", "finished"]
+    kind: TaskEventKind
     task: PlanTask
     record: TaskRecord | None = None
+    by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -98,6 +132,8 @@ class PlanRun:
             lines.append(f"{record.task.index}. {_call_text(record)}")
             text = record.observation.observation()
             prefix = "Error: " if record.failed else ""
+            if record.reused:
+                prefix = f"(done in round {record.reused_round}, not run again) " + prefix
             lines.append(f"Observation: {prefix}{text}")
         lines.extend(f"Note: {note}" for note in self.notes)
         if self.error is not None:
@@ -111,13 +147,19 @@ async def execute_plan(
     *,
     timeout: float | None = 30.0,
     on_event: Callable[[TaskEvent], None] | None = None,
+    consent: ConsentPolicy | None = None,
+    ledger: CallLedger | None = None,
 ) -> PlanRun:
     """Run a plan, or tasks as a stream yields them, and return every record.
 
     ``timeout`` bounds each tool call in seconds (None: no bound). A `PlanError`
-    raised by the stream ends reading; tasks already read still run to completion.
+    raised by the stream ends reading; read-only tasks already read still run to
+    completion, side-effect tasks do not run. ``consent`` decides each side-effect
+    call (None: all run); ``ledger`` holds the side effects of earlier rounds of the
+    same request (None: a fresh one).
     """
-    run = _Execution(tools, timeout, on_event)
+    policy = ConsentPolicy.allow_all() if consent is None else consent
+    run = _Execution(tools, timeout, on_event, policy, ledger or CallLedger())
     error: PlanError | None = None
     failure: Exception | None = None
     async with anyio.create_task_group() as group:
@@ -135,6 +177,8 @@ async def execute_plan(
                 failure = exc
                 group.cancel_scope.cancel()
         run.finalize_last()
+        joined = plan_or_stream.joined if isinstance(plan_or_stream, Plan) else True
+        run.check(error, joined)
     if failure is not None:
         raise failure
     return PlanRun(run.records(), error, tuple(run.notes))
@@ -146,13 +190,17 @@ async def execute_plan_text(
     *,
     timeout: float | None = 30.0,
     on_event: Callable[[TaskEvent], None] | None = None,
+    consent: ConsentPolicy | None = None,
+    ledger: CallLedger | None = None,
 ) -> PlanRun:
     """Parse and run a whole plan text; a malformed plan gives a run with only ``error``."""
     try:
         plan = parse_plan(text, {name: tool.spec for name, tool in tools.items()})
     except PlanError as exc:
         return PlanRun((), exc)
-    return await execute_plan(plan, tools, timeout=timeout, on_event=on_event)
+    return await execute_plan(
+        plan, tools, timeout=timeout, on_event=on_event, consent=consent, ledger=ledger
+    )
 
 
 @dataclass(eq=False)
@@ -164,6 +212,7 @@ class _Slot:
     record: TaskRecord | None = None
     scope: anyio.CancelScope | None = None
     started: bool = False  # the tool of the current version was called
+    held: bool = False  # the "held" event was sent
 
 
 class _Execution:
@@ -172,14 +221,41 @@ class _Execution:
         tools: Mapping[str, Tool],
         timeout: float | None,
         on_event: Callable[[TaskEvent], None] | None,
+        consent: ConsentPolicy,
+        ledger: CallLedger,
     ) -> None:
         self.tools = tools
         self.timeout = math.inf if timeout is None else timeout
         self.on_event = on_event
+        self.consent = consent
+        self.ledger = ledger
         self.slots: dict[int, _Slot] = {}
         self.last: int | None = None
         self.notes: list[str] = []
         self.group: anyio.abc.TaskGroup | None = None
+        self.checked = anyio.Event()  # set once the whole plan was read and checked
+        self.problem: str | None = None  # why the plan failed its check
+        self.asking = anyio.Lock()  # one consent question at a time
+
+    def check(self, error: PlanError | None, joined: bool) -> None:
+        """The plan is read: check it and release (or refuse) the held side effects."""
+        self.problem = self._problem(error, joined)
+        self.checked.set()
+
+    def _problem(self, error: PlanError | None, joined: bool) -> str | None:
+        """Why the plan as read may not run side effects, or None."""
+        if error is not None:
+            return f"the plan is malformed ({error})"
+        if not joined:
+            return "the plan does not end with join()"
+        for index in sorted(self.slots):
+            task = self.slots[index].task
+            if task.tool not in self.tools:
+                return f"task {index} calls the unknown tool {task.tool!r}"
+            missing = [d for d in task.dependencies if d >= index or d not in self.slots]
+            if missing:
+                return f"task {index} uses ${missing[0]}, which names no earlier task"
+        return None
 
     def add(self, task: PlanTask) -> None:
         slot = self.slots.get(task.index)
@@ -262,6 +338,15 @@ class _Execution:
             return _not_run(task, f"unknown tool {task.tool!r} (tools: {known})")
         if task.provisional and not tool.read_only:
             await anyio.sleep_forever()  # until the final version replaces this one
+        if not tool.read_only:
+            if not self.checked.is_set():
+                if not slot.held:
+                    slot.held = True
+                    self._emit(TaskEvent("held", task))
+                await self.checked.wait()
+            if self.problem is not None:
+                why = f"{self.problem}; a plan that fails its check runs no side effect"
+                return _not_run(task, f"not run: {why}")
         for index in task.dependencies:
             dependency = self.slots.get(index)
             if dependency is None or index >= task.index:
@@ -276,11 +361,49 @@ class _Execution:
         arguments, problem = self._call_arguments(task, tool)
         if problem is not None:
             return _not_run(task, problem, arguments)
+        if not tool.read_only:
+            refused = await self._gate(task, tool, arguments)
+            if refused is not None:
+                return refused
         slot.started = True
         self._emit(TaskEvent("started", task))
         started = perf_counter()
         observation = await self._call(tool, arguments)
+        if not tool.read_only:
+            self.ledger.record(tool.name, arguments, task.index, observation)
         return TaskRecord(task, arguments, observation, started, perf_counter())
+
+    async def _gate(
+        self, task: PlanTask, tool: Tool, arguments: dict[str, Any]
+    ) -> TaskRecord | None:
+        """None when the side effect may run now; else the record that stands for it."""
+        earlier = self.ledger.earlier(tool.name, arguments)
+        now = perf_counter()
+        if earlier is not None:
+            record = TaskRecord(
+                task, arguments, earlier.observation, now, now, ran=False,
+                reused_round=earlier.round,
+            )  # fmt: skip
+            self._emit(TaskEvent("reused", task, record))
+            return record
+        by = "user"
+        if self.ledger.denied_before(tool.name, arguments):
+            reason = "not run: the user denied this call earlier in this request"
+        else:
+            request = ConsentRequest(tool.name, arguments, task.index, tool.spec.description)
+            async with self.asking:
+                decision = await self.consent.decide(request)
+            if decision.allowed:
+                return None
+            if decision.by == "user":
+                self.ledger.deny(tool.name, arguments)
+            by, reason = decision.by, decision.reason
+        now = perf_counter()
+        record = TaskRecord(
+            task, arguments, ToolResult.error(reason), now, now, ran=False, denied=True
+        )
+        self._emit(TaskEvent("denied", task, record, by))
+        return record
 
     def _call_arguments(self, task: PlanTask, tool: Tool) -> tuple[dict[str, Any], str | None]:
         """Substitute references and validate; return arguments and a problem or None."""
