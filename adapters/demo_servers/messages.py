@@ -101,7 +101,7 @@ async def list_inbox(
 
 @app.tool(annotations=READS)
 async def read_message(message_id: MessageId) -> CallToolResult:
-    """Read one message in full (does not mark it as read; mark_read does)."""
+    """Read one message in full; it stays unread."""
     return reply(_message(message_id))
 
 

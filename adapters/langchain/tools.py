@@ -17,7 +17,13 @@ camelCase `ToolSpec.annotations` (only hints present; nothing is defaulted):
 2. ``metadata["mcp"]["tool"]["annotations"]["read_only_hint"]`` etc., as
    ``langchain.mcp`` writes them (snake_case keys).
 3. Ours: the tag ``"read-only"`` or ``"toolweave:read-only"``, then
-   ``metadata["toolweave"] = {"read_only": bool}``; ours wins over 1 and 2.
+   ``metadata["toolweave"] = {"read_only": bool}`` (what `to_langchain` writes: the
+   answer toolweave's classifier, or the user's override, gave before). Ours is final:
+   it becomes the ``x-toolweave-read-only`` annotation (`DECIDED_KEY`), which the
+   classifier takes as decided; the hints of 1 and 2 are kept beside it.
+
+The list of hints an adapter filled in with defaults (``x-defaulted``) is carried over,
+so a defaulted ``destructiveHint: true`` is not taken for the server's claim.
 
 Hint keys: ``title``, ``readOnlyHint``, ``destructiveHint``, ``idempotentHint``,
 ``openWorldHint``. ``ToolSpec.read_only`` stays None: the classifier decides it.
@@ -47,6 +53,7 @@ from langchain_core.utils.pydantic import get_fields
 from pydantic import BaseModel, ValidationError
 
 from toolweave.errors import ToolSpecError
+from toolweave.readonly import DECIDED_KEY, DEFAULTED_KEY
 from toolweave.tools import Tool, ToolResult
 from toolweave.toolspec import ToolSpec
 
@@ -129,10 +136,13 @@ def annotations_from_langchain(tool: BaseTool) -> dict[str, Any]:
     if isinstance(nested, Mapping):
         hints.update(_hints(nested))
     if READ_ONLY_TAGS.intersection(tool.tags or ()):
-        hints["readOnlyHint"] = True
+        hints[DECIDED_KEY] = True
     ours = metadata.get("toolweave")
     if isinstance(ours, Mapping) and isinstance(ours.get("read_only"), bool):
-        hints["readOnlyHint"] = ours["read_only"]
+        hints[DECIDED_KEY] = ours["read_only"]
+    defaulted = metadata.get(DEFAULTED_KEY)
+    if isinstance(defaulted, list):
+        hints[DEFAULTED_KEY] = [k for k in defaulted if isinstance(k, str)]
     return hints
 
 
