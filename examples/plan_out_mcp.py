@@ -19,6 +19,7 @@ import re
 import threading
 import time
 
+from toolweave import ConsentPolicy
 from toolweave.adapters.demo_servers import plan_examples
 from toolweave.adapters.langchain.chat_model import ChatToolweave
 from toolweave.adapters.langchain.plan_agent import PlanOutAgent
@@ -112,6 +113,10 @@ def main(argv: list[str] | None = None) -> int:
             examples=examples_for(names),
             max_rounds=args.max_rounds,
             observer=show,
+            # Tools with side effects run only when you say yes (the default denies them).
+            consent=ConsentPolicy.ask(
+                lambda r: input(f"allow {r.call_text()}? [y/N] ").strip().lower() in ("y", "yes")
+            ),
         )
         result = agent.run(args.query)
 

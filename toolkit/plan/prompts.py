@@ -8,17 +8,13 @@ plan at once; the Arbiter sees the request, the plan and the observations and de
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from toolweave.toolspec import ToolSpec
 
 __all__ = [
     "ARBITER_EXAMPLES",
-    "ArbiterDecision",
     "arbiter_messages",
-    "parse_arbiter",
     "planner_messages",
     "tool_signature",
 ]
@@ -125,26 +121,3 @@ def arbiter_messages(query: str, plan: str, observations: str) -> list[tuple[str
         msgs += [("user", question), ("assistant", answer)]
     msgs.append(("user", f"Request: {query}\n\nPlan:\n{plan}\n\nResults:\n{observations}"))
     return msgs
-
-
-@dataclass(frozen=True)
-class ArbiterDecision:
-    """``finish`` with an answer, or not (replan); `thought` as written."""
-
-    finish: bool
-    answer: str
-    thought: str
-
-
-_ACTION = re.compile(r"Action:\s*(Finish\((?P<answer>.*)\)|Replan)", re.S)
-_THOUGHT = re.compile(r"Thought:\s*(?P<thought>[^\n]*)")
-
-
-def parse_arbiter(text: str) -> ArbiterDecision:
-    """Read an Arbiter reply; anything without a Finish action means replan."""
-    thought = _THOUGHT.search(text)
-    action = _ACTION.search(text)
-    said = thought.group("thought").strip() if thought else ""
-    if action and action.group("answer") is not None:
-        return ArbiterDecision(True, action.group("answer").strip(), said)
-    return ArbiterDecision(False, "", said)
