@@ -12,16 +12,17 @@ twice that bound (each of the two logits may be off by the bound); any closer po
 is decided on the reference path.
 
 The measurement prefills about a thousand tokens, so it is kept on disk per model file,
-llama.cpp build and thread counts (`~/.cache/toolweave/numerics`, a few hundred bytes
-each) and repeated only when one of them changes.
+llama.cpp build and thread counts (``<cache root>/numerics``, see `toolweave.disk_cache`;
+a few hundred bytes each) and repeated only when one of them changes. A stored file
+that is damaged, of another format or written for another model, build or thread count
+is ignored with one warning and measured again.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import tempfile
+import logging
+import math
 import time
 import weakref
 from collections.abc import Sequence
@@ -31,6 +32,7 @@ from pathlib import Path
 import llama_cpp
 import numpy as np
 
+from toolweave.disk_cache import atomic_write, cache_root
 from toolweave.errors import SequenceError
 from toolweave.native.engine import BatchToken, Engine
 from toolweave.native.states.state_file import model_fingerprint
@@ -43,8 +45,15 @@ DEFAULT_SAFETY = 1.5
 #: Context lengths and pass sizes measured (clamped to the free KV cells).
 CONTEXTS = (300, 1000)
 PASS_SIZES = (2, 4, 8)
-_FORMAT = "toolweave-logit-bound-v1"
-_CACHE_DIR = Path.home() / ".cache" / "toolweave" / "numerics"
+_FORMAT = "toolweave-logit-bound-v2"
+log = logging.getLogger("toolweave.numerics")
+
+
+class _Default:
+    """`engine_bound`'s default cache directory: ``<cache root>/numerics`` at call time."""
+
+
+_CACHE_DIR = _Default()
 _TEXT = (
     "A user asks an assistant to book a table, check the weather in three cities, move a "
     "meeting to Thursday and send the notes to the team. The assistant picks the tools, "
@@ -142,7 +151,7 @@ _UNMEASURED = LogitBound(float("inf"), 1.0, (), (), 0, 0, 0.0)
 _ENGINE_BOUNDS: weakref.WeakKeyDictionary[Engine, LogitBound] = weakref.WeakKeyDictionary()
 
 
-def engine_bound(engine: Engine, cache_dir: Path | None = _CACHE_DIR) -> LogitBound:
+def engine_bound(engine: Engine, cache_dir: Path | _Default | None = _CACHE_DIR) -> LogitBound:
     """The engine's bound, measured once per model file, llama.cpp build and thread
     counts (kept in `cache_dir`; None keeps nothing on disk) in the highest empty
     sequence. With no sequence empty it is an unmeasured bound that decides nothing, so
@@ -156,8 +165,10 @@ def engine_bound(engine: Engine, cache_dir: Path | None = _CACHE_DIR) -> LogitBo
         known = _ENGINE_BOUNDS.get(engine)
         if known is not None:
             return known
-        path = None if cache_dir is None else cache_dir / f"{_cache_key(engine)}.json"
-        bound = _read(path) if path is not None else None
+        directory = cache_root() / "numerics" if isinstance(cache_dir, _Default) else cache_dir
+        key = _cache_key(engine)
+        path = None if directory is None else directory / f"{key}.json"
+        bound = _read(path, key) if path is not None else None
         if bound is None:
             empty = [s for s in range(engine.n_seq_max) if engine.seq_len(s) == 0]
             if not empty:
@@ -165,7 +176,7 @@ def engine_bound(engine: Engine, cache_dir: Path | None = _CACHE_DIR) -> LogitBo
             alone = len(empty) == engine.n_seq_max
             bound = measure_bound(engine, empty[-1])
             if path is not None and alone:
-                _write(path, bound)
+                _write(path, key, bound)
         _ENGINE_BOUNDS[engine] = bound
         return bound
 
@@ -180,34 +191,56 @@ def _cache_key(engine: Engine) -> str:
     return "-".join(parts)
 
 
-def _read(path: Path) -> LogitBound | None:
-    """A stored bound, or None when there is none or it cannot be trusted (then re-measured)."""
+def _read(path: Path, key: str) -> LogitBound | None:
+    """A stored bound, or None when there is none or it cannot be trusted (then re-measured,
+    with one warning unless the file is simply missing)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if data.pop("format") != _FORMAT:
-            return None
-        data.pop("bound", None)
-        data["contexts"] = tuple(int(c) for c in data["contexts"])
-        data["pass_sizes"] = tuple(int(k) for k in data["pass_sizes"])
-        bound = LogitBound(**data)
-        if not (bound.max_delta >= 0 and bound.safety >= 1):
-            return None
-        return bound
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        log.warning("ignoring %s: %s; measuring the bound again", path, exc)
+        return None
+    try:
+        return _parse(raw, key)
+    except (ValueError, KeyError, TypeError) as exc:
+        log.warning("ignoring %s: %s; measuring the bound again", path, exc)
         return None
 
 
-def _write(path: Path, bound: LogitBound) -> None:
+def _parse(raw: bytes, key: str) -> LogitBound:
+    data = json.loads(raw)
+    if not isinstance(data, dict) or data.get("format") != _FORMAT:
+        raise ValueError(f"not a {_FORMAT} file")
+    if data.get("key") != key:
+        raise ValueError("written for another model, build or thread count")
+    numbers = {name: data[name] for name in ("max_delta", "safety", "measure_ms")}
+    counts = {name: data[name] for name in ("n_threads", "n_threads_batch")}
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in numbers.values()):
+        raise ValueError("malformed numbers")
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in counts.values()):
+        raise ValueError("malformed thread counts")
+    lists = (data["contexts"], data["pass_sizes"])
+    if not all(isinstance(x, list) and all(type(v) is int for v in x) for x in lists):
+        raise ValueError("malformed contexts or pass sizes")
+    bound = LogitBound(
+        max_delta=float(numbers["max_delta"]),
+        safety=float(numbers["safety"]),
+        contexts=tuple(lists[0]),
+        pass_sizes=tuple(lists[1]),
+        n_threads=counts["n_threads"],
+        n_threads_batch=counts["n_threads_batch"],
+        measure_ms=float(numbers["measure_ms"]),
+    )
+    if not (math.isfinite(bound.max_delta) and bound.max_delta >= 0 and bound.safety >= 1):
+        raise ValueError("bound out of range")
+    return bound
+
+
+def _write(path: Path, key: str, bound: LogitBound) -> None:
     """Store `bound` atomically; a cache that cannot be written only costs a re-measure."""
-    with contextlib.suppress(OSError):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".bound-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump({"format": _FORMAT, **bound.to_dict()}, fh)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+    body = json.dumps({"format": _FORMAT, "key": key, **bound.to_dict()}).encode()
+    try:
+        atomic_write(path, body)
+    except OSError as exc:
+        log.warning("could not store the logit bound in %s: %s", path, exc)

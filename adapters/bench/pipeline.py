@@ -1,6 +1,7 @@
 """`toolweave bench pipeline`: the plan-out pipeline on BFCL multi-turn requests, five ways.
 
     toolweave bench pipeline --json OUT --plot OUT.png [--requests N] [--budget B]
+                             [--cache-limit SIZE]
 
 On the workload's test split (`toolweave.eval.workload`), each request runs one Planner ->
 executor -> Arbiter round under every configuration, interleaved (the order rotates per
@@ -18,7 +19,9 @@ request), in one process on one model:
 
 All decode under the same plan and Arbiter grammars. Tools run with BFCL's own
 implementations (`toolweave.adapters.bench.bfcl_tools`). Prefix states are built once into
-``--state-dir`` (kept between runs). Reported: Planner and Arbiter prefill time and
+``--state-dir`` (kept between runs): the first ``--budget`` combinations, fewer when
+they would not fit the cache limit (``--cache-limit``, else ``$TOOLWEAVE_CACHE_LIMIT``,
+else 4 GiB; the report gives both budgets). Reported: Planner and Arbiter prefill time and
 uncached tokens, decode time (the fastest of ``--decode-repeats`` decodes of the same
 prompt, 5 by default: the output is deterministic and the minimum drops scheduler
 noise, equally for every configuration) and tokens per pass, end-to-end latency
@@ -74,6 +77,7 @@ from toolweave.adapters.bench.pipeline_summary import (
     ratios,
     summarize,
 )
+from toolweave.disk_cache import cache_root, parse_size
 from toolweave.eval.plan_scoring import plan_matches
 from toolweave.eval.workload import PlanRequest, load_workload, tool_themes
 from toolweave.models import MODELS, resolve_model
@@ -97,7 +101,6 @@ CONFIGS = (
     StageConfig("both", weave=True, exspec=True),
     StageConfig("all", weave=True, exspec=True, jump=True),
 )
-DEFAULT_STATE_DIR = Path.home() / ".cache" / "toolweave" / "prefix-states"
 N_CTX = 8192
 
 
@@ -120,10 +123,26 @@ def bench_pipeline(
         typer.Option("--decode-repeats", min=1, help="Decodes per stage; the fastest is reported."),
     ] = 5,
     state_dir: Annotated[
-        Path, typer.Option("--state-dir", help="Where prefix states are kept.")
-    ] = DEFAULT_STATE_DIR,
+        Path | None,
+        typer.Option(
+            "--state-dir", help="Where prefix states are kept (default: <cache>/prefix-states)."
+        ),
+    ] = None,
+    cache_limit: Annotated[
+        str | None,
+        typer.Option(
+            "--cache-limit",
+            help="Bytes toolweave's state directories may hold, e.g. 2GiB or none "
+            "(default: $TOOLWEAVE_CACHE_LIMIT, else 4GiB).",
+        ),
+    ] = None,
 ) -> None:
     """Plan-out pipeline: baseline vs PromptWeaver, ExSpec, both, and both + jump."""
+    if cache_limit is not None:
+        try:
+            parse_size(cache_limit)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--cache-limit") from None
     console = Console(highlight=False, stderr=True)
     load_before = os.getloadavg()
     report = run_pipeline_bench(
@@ -134,8 +153,9 @@ def bench_pipeline(
         k_baseline=k_baseline,
         k_weave=k_weave,
         max_tokens=max_tokens,
-        state_dir=state_dir,
+        state_dir=state_dir if state_dir is not None else cache_root() / "prefix-states",
         decode_repeats=decode_repeats,
+        cache_limit=cache_limit,
     )
     report["load_average"] = {"before": load_before, "after": os.getloadavg()}
     json_out.parent.mkdir(parents=True, exist_ok=True)
@@ -156,6 +176,7 @@ def run_pipeline_bench(
     max_tokens: int,
     state_dir: Path,
     decode_repeats: int = 1,
+    cache_limit: int | str | None = None,
 ) -> dict[str, Any]:
     """Set everything up, run every request under every configuration, summarise."""
     console.print("[dim]loading the workload, fitting ToolRAG and PromptWeaver...[/dim]")
@@ -178,10 +199,10 @@ def run_pipeline_bench(
         Engine(path, n_ctx=N_CTX, n_seq_max=2, batch_invariant=False) as plain,
     ):
         costs = engine_costs(engine)
-        states = PrefixStates(state_dir, engine)
-        static, combos, arbiter = build_states(console, engine, states, weavers, chosen)
-        coverage = budget_coverage(states, static, combos, arbiter, train_seqs, test_seqs, chosen)
-        states.select(set(static.values()) | set(combos[:budget]) | {arbiter})
+        states = PrefixStates(state_dir, engine, disk_limit=cache_limit)
+        built = build_states(console, engine, states, weavers, chosen, budget)
+        coverage = budget_coverage(states, built, train_seqs, test_seqs, chosen)
+        states.select(set(built.static.values()) | set(built.combos) | {built.arbiter})
         rows = _run_requests(
             console,
             {True: engine, False: plain},
@@ -204,7 +225,8 @@ def run_pipeline_bench(
         "model": model_name,
         "configs": [c.name for c in CONFIGS],
         "requests": len(sample),
-        "budget": budget,
+        "budget": built.budget,
+        "budget_requested": budget,
         "k_baseline": k_baseline,
         "k_weave": k_weave,
         "decode_repeats": decode_repeats,

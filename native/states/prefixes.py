@@ -3,21 +3,24 @@
 PromptWeaver (Agent-X) makes most of a Planner prompt a fixed prefix: the rules and every
 tool of the catalogue, then the examples of a stored combination of tool clusters. Those
 prefixes are known before any request arrives, so their KV states are computed once
-(`PrefixStates.build`) and written as llama.cpp sequence-state files. A request then
-loads the longest stored prefix of its prompt (`PrefixStates.restore`) and prefills only
-the rest. Unlike `toolweave.native.states.store.StateStore`, which decides at run time
-what to keep and evicts, this set is chosen offline (a storage budget) and never evicted.
+(`PrefixStates.build`) and written as state files. A request then loads the longest
+stored prefix of its prompt (`PrefixStates.restore`) and prefills only the rest. Unlike
+`toolweave.native.states.store.StateStore`, which decides at run time what to keep, this
+set is chosen offline (a storage budget); only the cache limit shared by toolweave's
+state directories (`toolweave.disk_cache`) deletes its files, least recently used first.
 
-Files live in ``DIRECTORY/<model fingerprint>/`` (so a different model never loads
-them), one ``<hash>.state`` per prefix plus ``index.json`` mapping each file to its token
-count and size. The token list itself is inside the state file (llama.cpp stores it) and
-is checked on load.
+Files live in ``DIRECTORY/<model fingerprint>/``, one ``<digest of the tokens>.twstate``
+per prefix in the format of `toolweave.native.states.state_file` (the header holds the
+model fingerprint, the label and the tokens; the payload a checksum). Opening the
+directory reads every header: a file that is damaged, of another version, of another
+model or whose name does not match its tokens is skipped with a warning (a damaged one
+deleted), so the next `build` computes it again. A restore checks the whole file first.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
+import logging
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -25,16 +28,27 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from numpy.typing import NDArray
 
 from toolweave.checkpoints import common_prefix
+from toolweave.disk_cache import enforce_cache_limit, limit_scope, resolve_cache_limit
 from toolweave.errors import EngineError
 from toolweave.native.engine import Engine
-from toolweave.native.states.state_file import model_fingerprint
+from toolweave.native.states.state_file import (
+    SUFFIX,
+    StateFileError,
+    mapped_state,
+    model_fingerprint,
+    read_header,
+    touch,
+    unlink,
+    write_state_file,
+)
 
 __all__ = ["PrefixEntry", "PrefixStates", "Restored"]
 
-_INDEX = "index.json"
-_FORMAT = "toolweave-prefix-states-v1"
+log = logging.getLogger("toolweave.states")
+_REBUILT_HERE = "it will be rebuilt in this format"
 
 
 @dataclass(frozen=True)
@@ -58,16 +72,28 @@ class Restored:
 
 
 class PrefixStates:
-    """The stored prefix states of one model in `directory` (created when missing)."""
+    """The stored prefix states of one model in `directory` (created when missing).
 
-    def __init__(self, directory: str | os.PathLike[str], engine: Engine) -> None:
-        self.root = Path(directory).expanduser() / model_fingerprint(engine.model_path)[:16]
+    `disk_limit`: the byte limit of the state directories (see `toolweave.disk_cache`;
+    default ``$TOOLWEAVE_CACHE_LIMIT`` or 4 GiB), applied after each file written."""
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        engine: Engine,
+        *,
+        disk_limit: int | str | None = None,
+    ) -> None:
+        self.model_id = model_fingerprint(engine.model_path)
+        self.root = (Path(directory).expanduser() / self.model_id[:16]).resolve()
         self.root.mkdir(parents=True, exist_ok=True)
         self.engine = engine
+        self.disk_limit = resolve_cache_limit(disk_limit)
+        self._scope = limit_scope(Path(directory).expanduser())
         self._entries: dict[str, PrefixEntry] = {}
-        self._tokens: dict[str, np.ndarray] = {}
+        self._tokens: dict[str, NDArray[np.int32]] = {}
         self._active: set[str] | None = None
-        self._read_index()
+        self._scan()
 
     # ------------------------------------------------------------ contents
     @property
@@ -75,9 +101,11 @@ class PrefixStates:
         return list(self._entries.values())
 
     def disk_bytes(self, digests: Sequence[str] | None = None) -> int:
-        """Bytes on disk of all stored prefixes, or of the ones named by digest."""
-        chosen = self._entries if digests is None else {d: self._entries[d] for d in digests}
-        return sum(e.n_bytes for e in chosen.values())
+        """Bytes on disk of all stored prefixes, or of the ones named by digest (a digest
+        not stored counts 0)."""
+        if digests is None:
+            return sum(e.n_bytes for e in self._entries.values())
+        return sum(self._entries[d].n_bytes for d in digests if d in self._entries)
 
     def select(self, digests: set[str] | None) -> None:
         """Restore only from the prefixes named by digest (None: all); the others stay
@@ -101,6 +129,10 @@ class PrefixStates:
         one prefills only its extension. Returns the entries of all `prefixes`.
         """
         engine = self.engine
+        for _, tokens in prefixes:  # used again: the files of this set are evicted last
+            found = self._entries.get(_digest([int(t) for t in tokens]))
+            if found is not None:
+                touch(self.root / found.file)
         order = sorted(range(len(prefixes)), key=lambda i: list(prefixes[i][1]))
         out: dict[int, PrefixEntry] = {}
         for done, i in enumerate(order):
@@ -110,16 +142,20 @@ class PrefixStates:
                 raise ValueError(f"prefix {label!r} is empty")
             digest = _digest(toks)
             if digest not in self._entries:
+                path = self.root / f"{digest}{SUFFIX}"
                 with engine.lock:
                     _extend(engine, seq, toks)
-                    path = self.root / f"{digest}.state"
-                    tmp = path.with_suffix(".tmp")
-                    n_bytes = engine.state_save_file(seq, tmp, toks)
-                    os.replace(tmp, path)
+                    payload = engine.state_get(seq)
+                n_bytes = write_state_file(
+                    path, model_id=self.model_id, session=label, tokens=toks, payload=payload
+                )
+                del payload
                 self._entries[digest] = PrefixEntry(path.name, len(toks), n_bytes, digest, label)
                 self._tokens[digest] = np.asarray(toks, dtype=np.int32)
-                self._write_index()
-            out[i] = self._entries[digest]
+                self._enforce_disk_limit()
+            out[i] = self._entries.get(digest) or PrefixEntry(
+                f"{digest}{SUFFIX}", len(toks), 0, digest, label
+            )
             if progress is not None:
                 progress(done + 1, len(prefixes))
         return [out[i] for i in range(len(prefixes))]
@@ -135,13 +171,17 @@ class PrefixStates:
             n = entry.n_tokens
             if n >= len(arr) or (best is not None and n <= best.n_tokens):
                 continue
-            if np.array_equal(self._tokens_of(digest), arr[:n]):
+            if np.array_equal(self._tokens[digest], arr[:n]):
                 best = entry
         return best
 
     def restore(self, seq: int, prompt: Sequence[int]) -> Restored:
         """Load into `seq` the longest stored prefix of `prompt`, unless `seq` already
-        holds at least as much of it. Call with `engine.lock` held when shared."""
+        holds at least as much of it. Call with `engine.lock` held when shared.
+
+        A file found damaged, missing or refused by the engine loads nothing (one warning;
+        a damaged or missing file is forgotten): `seq` is left empty and the caller
+        prefills the whole prompt, with the same result."""
         engine = self.engine
         t0 = time.perf_counter()
         entry = self.longest(prompt)
@@ -149,45 +189,67 @@ class PrefixStates:
         have = common_prefix(cached, prompt)
         if entry is None or entry.n_tokens <= have:
             return Restored(0, (time.perf_counter() - t0) * 1000)
-        tokens = engine.state_load_file(seq, self.root / entry.file)
-        if len(tokens) != entry.n_tokens or list(prompt[: len(tokens)]) != tokens:
+        path = self.root / entry.file
+        try:
+            with mapped_state(path, self.model_id) as payload:
+                engine.state_set(seq, payload)
+        except (OSError, ValueError, EngineError) as exc:
             engine.seq_remove(seq)
             engine.seq_tokens[seq] = []
-            raise EngineError(f"prefix state {entry.file} does not hold the tokens it claims")
+            if isinstance(exc, FileNotFoundError):
+                log.info("prefix state %s is gone (evicted?); prefilling instead", path)
+            else:
+                log.warning("skipped the prefix state %s; prefilling instead", _reason(exc))
+            if not isinstance(exc, EngineError):
+                keep = isinstance(exc, FileNotFoundError) or (
+                    isinstance(exc, StateFileError) and not exc.damaged
+                )
+                self._forget(entry.digest, delete=not keep)
+            return Restored(0, (time.perf_counter() - t0) * 1000)
+        tokens = [int(t) for t in self._tokens[entry.digest]]
         engine.seq_tokens[seq] = tokens
+        touch(path)
         return Restored(len(tokens), (time.perf_counter() - t0) * 1000, entry)
 
-    # ------------------------------------------------------------ index
-    def _tokens_of(self, digest: str) -> np.ndarray:
-        found = self._tokens.get(digest)
-        if found is None:  # read lazily from the state file's token list
-            found = np.asarray(_file_tokens(self.root / self._entries[digest].file), np.int32)
-            self._tokens[digest] = found
-        return found
+    # ------------------------------------------------------------ files
+    def _forget(self, digest: str, *, delete: bool) -> None:
+        entry = self._entries.pop(digest, None)
+        self._tokens.pop(digest, None)
+        if entry is not None and delete:
+            unlink(self.root / entry.file)
 
-    def _read_index(self) -> None:
-        path = self.root / _INDEX
-        if not path.is_file():
-            return
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            if data.get("format") != _FORMAT:
-                return
-            for item in data["entries"]:
-                entry = PrefixEntry(**item)
-                if (self.root / entry.file).is_file():
-                    self._entries[entry.digest] = entry
-        except (OSError, ValueError, TypeError, KeyError):
-            self._entries.clear()  # an unreadable index: the states are rebuilt
+    def _enforce_disk_limit(self) -> None:
+        for path in enforce_cache_limit(self._scope, self.disk_limit).deleted:
+            if path.parent == self.root and path.name.endswith(SUFFIX):
+                self._forget(path.name[: -len(SUFFIX)], delete=False)
 
-    def _write_index(self) -> None:
-        data = {"format": _FORMAT, "entries": [vars(e) for e in self._entries.values()]}
-        tmp = self.root / (_INDEX + ".tmp")
-        tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
-        os.replace(tmp, self.root / _INDEX)
+    def _scan(self) -> None:
+        """Index the files that check out (after applying the disk limit)."""
+        self._enforce_disk_limit()
+        for path in sorted(self.root.glob(f"*{SUFFIX}")):
+            digest = path.name[: -len(SUFFIX)]
+            try:
+                header = read_header(path)
+                if header.model_id != self.model_id:
+                    raise StateFileError(path, "belongs to another model", damaged=False)
+                if _digest(header.tokens) != digest or not len(header.tokens):
+                    raise StateFileError(path, "its name does not match its tokens", damaged=True)
+                size = path.stat().st_size
+            except StateFileError as exc:
+                action = "deleted; it will be rebuilt" if exc.damaged else _REBUILT_HERE
+                log.warning("skipped the prefix state %s: %s; %s", path, exc.reason, action)
+                if exc.damaged:
+                    unlink(path)
+                continue
+            except OSError as exc:
+                log.warning("skipped the prefix state %s: %s", path, _reason(exc))
+                continue
+            n = len(header.tokens)
+            self._entries[digest] = PrefixEntry(path.name, n, size, digest, header.session)
+            self._tokens[digest] = header.tokens
 
 
-def _digest(tokens: Sequence[int]) -> str:
+def _digest(tokens: Sequence[int] | NDArray[np.int32]) -> str:
     return hashlib.sha256(np.asarray(tokens, dtype=np.int32).tobytes()).hexdigest()[:32]
 
 
@@ -201,13 +263,6 @@ def _extend(engine: Engine, seq: int, tokens: list[int]) -> None:
     engine.seq_tokens[seq] = list(tokens)
 
 
-def _file_tokens(path: Path) -> list[int]:
-    """The token list at the head of a llama.cpp sequence-state file (magic, version,
-    count, tokens)."""
-    with path.open("rb") as fh:
-        head = fh.read(12)
-        if len(head) < 12:
-            raise EngineError(f"{path} is not a state file")
-        count = int.from_bytes(head[8:12], "little")
-        data = fh.read(4 * count)
-    return np.frombuffer(data, dtype=np.int32).tolist()
+def _reason(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return text or type(exc).__name__

@@ -1,9 +1,12 @@
 """The on-disk format of a saved KV state: one file per state, named by its key.
 
-A file is the magic, a little-endian u32 header length, a JSON header (format version,
-the model fingerprint, the session, the state's tokens and the payload size) and the
-payload `Engine.state_get` returned. The key hashes the model fingerprint and the tokens,
-so the same prompt on the same model always lands in the same file.
+A file (format version 2) is ``b"TWSTATE"`` and the version digit, a little-endian u32
+header length, the CRC-32 of the header, a JSON header (the model fingerprint, the
+session, the state's tokens, the payload size and its CRC-32) and the payload
+`Engine.state_get` returned. Every read checks all of it: a file that is truncated,
+damaged, of another version or of another model raises `StateFileError` and is never
+loaded. Writes are atomic (`toolweave.disk_cache.atomic_write`). The key hashes the model
+fingerprint and the tokens, so the same prompt on the same model lands in the same file.
 """
 
 from __future__ import annotations
@@ -14,15 +17,22 @@ import json
 import mmap
 import os
 import struct
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, BinaryIO
 
 import numpy as np
 from numpy.typing import NDArray
 
+from toolweave.disk_cache import atomic_write
+from toolweave.native.states.fingerprint import model_fingerprint
+
 __all__ = [
     "SUFFIX",
+    "VERSION",
+    "StateFileError",
     "StateHeader",
     "mapped_state",
     "model_fingerprint",
@@ -34,21 +44,22 @@ __all__ = [
 ]
 
 SUFFIX = ".twstate"
-_MAGIC = b"TWSTATE1"
-_HEADER = struct.Struct("<8sI")  # magic, header length
-_VERSION = 1
+VERSION = 2
+_MAGIC = b"TWSTATE"
+_PREFIX = struct.Struct("<8sII")  # magic + version digit, header length, header CRC-32
+_MAX_HEADER = 1 << 24  # 16 MiB: far above any context's token list
 
 
-def model_fingerprint(path: str | os.PathLike[str]) -> str:
-    """A model's identity for saved states: size plus hashes of the first and last MiB."""
-    p = Path(path)
-    size = p.stat().st_size
-    h = hashlib.sha256(str(size).encode())
-    with p.open("rb") as fh:
-        h.update(fh.read(1 << 20))
-        fh.seek(max(0, size - (1 << 20)))
-        h.update(fh.read(1 << 20))
-    return h.hexdigest()[:32]
+class StateFileError(ValueError):
+    """A file that is not a loadable state: ``damaged`` (truncated, corrupt, not a state
+    file, or of an older format version: delete it) or not (another model, or a newer
+    format version: leave it alone)."""
+
+    def __init__(self, path: Path, reason: str, *, damaged: bool) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+        self.damaged = damaged
 
 
 def state_key(model_id: str, tokens: Sequence[int]) -> str:
@@ -60,76 +71,116 @@ def state_key(model_id: str, tokens: Sequence[int]) -> str:
 
 @dataclass(frozen=True)
 class StateHeader:
-    """What a state file says about its payload."""
+    """What a state file says about its payload; ``offset`` is where the payload starts."""
 
     model_id: str
     session: str
     tokens: NDArray[np.int32]
     n_bytes: int
+    crc32: int
+    offset: int
 
 
 def write_state_file(
     path: Path, *, model_id: str, session: str, tokens: Sequence[int], payload: bytes
 ) -> int:
-    """Write a state file atomically (a temporary file renamed); returns its size."""
+    """Write a state file atomically; returns its size."""
     header = {
-        "version": _VERSION,
         "model_id": model_id,
         "session": session,
         "tokens": [int(t) for t in tokens],
         "n_bytes": len(payload),
+        "crc32": zlib.crc32(payload),
     }
     head = json.dumps(header, separators=(",", ":")).encode()
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("wb") as fh:
-        fh.write(_HEADER.pack(_MAGIC, len(head)))
-        fh.write(head)
-        fh.write(payload)
-    os.replace(tmp, path)
-    return _HEADER.size + len(head) + len(payload)
+    magic = _MAGIC + str(VERSION).encode()
+    prefix = _PREFIX.pack(magic, len(head), zlib.crc32(head))
+    return atomic_write(path, [prefix, head, payload])
+
+
+def _parse(path: Path, prefix: bytes, read: Any) -> StateHeader:
+    """Check the prefix and header; `read(offset, n)` returns file bytes."""
+    if len(prefix) < _PREFIX.size:
+        raise StateFileError(path, f"truncated ({len(prefix)} bytes)", damaged=True)
+    magic, n, crc = _PREFIX.unpack(prefix[: _PREFIX.size])
+    if magic[:7] != _MAGIC:
+        raise StateFileError(path, "not a toolweave state file", damaged=True)
+    version = magic[7:8]
+    if version != str(VERSION).encode():
+        shown = version.decode("ascii", "replace")
+        older = shown.isdigit() and int(shown) < VERSION  # obsolete: never read again
+        raise StateFileError(
+            path, f"format version {shown}, this toolweave reads {VERSION}", damaged=older
+        )
+    if n > _MAX_HEADER:
+        raise StateFileError(path, "header length out of range", damaged=True)
+    head = read(_PREFIX.size, n)
+    if len(head) != n or zlib.crc32(head) != crc:
+        raise StateFileError(path, "damaged header (checksum mismatch)", damaged=True)
+    try:
+        header = json.loads(head)
+        tokens = np.asarray(header["tokens"], dtype=np.int32)
+        out = StateHeader(
+            model_id=str(header["model_id"]),
+            session=str(header.get("session", "")),
+            tokens=tokens,
+            n_bytes=int(header["n_bytes"]),
+            crc32=int(header["crc32"]),
+            offset=_PREFIX.size + n,
+        )
+    except (ValueError, KeyError, TypeError, OverflowError) as exc:
+        raise StateFileError(path, f"malformed header ({exc})", damaged=True) from None
+    if tokens.ndim != 1:
+        raise StateFileError(path, "malformed header (tokens)", damaged=True)
+    return out
 
 
 def read_header(path: Path) -> StateHeader:
-    """The header of a state file; `ValueError`, `KeyError` or `TypeError` when the file
-    is not one (or is damaged), `OSError` when it cannot be read."""
+    """The checked header of a state file (`StateFileError`; `OSError` if unreadable).
+
+    Also checks that the file is as long as the header says (a truncated file fails)."""
     with path.open("rb") as fh:
-        magic, n = _HEADER.unpack(fh.read(_HEADER.size))
-        if magic != _MAGIC:
-            raise ValueError(f"{path} is not a toolweave state file")
-        header = json.loads(fh.read(n))
-    if not isinstance(header, dict):
-        raise ValueError(f"{path}: malformed header")
-    return StateHeader(
-        model_id=str(header["model_id"]),
-        session=str(header.get("session", "")),
-        tokens=np.asarray(header["tokens"], dtype=np.int32),
-        n_bytes=int(header["n_bytes"]),
-    )
+        header = _parse(path, fh.read(_PREFIX.size), _reader(fh))
+        size = os.fstat(fh.fileno()).st_size
+    if size != header.offset + header.n_bytes:
+        raise StateFileError(path, "truncated or padded payload", damaged=True)
+    return header
+
+
+def _reader(fh: BinaryIO) -> Any:
+    def read(offset: int, n: int) -> bytes:
+        fh.seek(offset)
+        return fh.read(n)
+
+    return read
 
 
 @contextlib.contextmanager
 def mapped_state(path: Path, model_id: str) -> Iterator[memoryview]:
-    """The payload of a state file as a writable copy-on-write mapping (no read, no copy);
-    `ValueError` unless the file holds a whole state of the model `model_id`."""
-    with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY) as mm:
-        magic, n = _HEADER.unpack(mm[: _HEADER.size])
-        if magic != _MAGIC:
-            raise ValueError(f"{path} is not a toolweave state file")
-        header = json.loads(mm[_HEADER.size : _HEADER.size + n])
-        start = _HEADER.size + n
-        if not isinstance(header, dict) or header.get("model_id") != model_id:
-            raise ValueError(f"{path} belongs to another model")
-        if header.get("n_bytes") != len(mm) - start:
-            raise ValueError(f"{path}: truncated or malformed")
-        view = memoryview(mm)[start:]
-        try:
-            yield view
-        finally:
-            view.release()
+    """The checked payload of a state file of the model `model_id`, as a writable
+    copy-on-write mapping (no read, no copy); `StateFileError` unless the whole file
+    checks out (header, model, length, payload checksum)."""
+    with path.open("rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size < _PREFIX.size:
+            raise StateFileError(path, f"truncated ({size} bytes)", damaged=True)
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY) as mm:
+            header = _parse(path, mm[: _PREFIX.size], lambda off, n: mm[off : off + n])
+            if header.model_id != model_id:
+                raise StateFileError(path, "belongs to another model", damaged=False)
+            if header.n_bytes != len(mm) - header.offset:
+                raise StateFileError(path, "truncated or padded payload", damaged=True)
+            view = memoryview(mm)[header.offset :]
+            try:
+                if zlib.crc32(view) != header.crc32:
+                    raise StateFileError(path, "damaged payload (checksum mismatch)", damaged=True)
+                yield view
+            finally:
+                view.release()
 
 
 def touch(path: Path) -> None:
-    """Mark a state file used now (its mtime is its last use after a restart)."""
+    """Mark a state file used now (its mtime is its last use, for the cache limit too)."""
     with contextlib.suppress(OSError):
         os.utime(path)
 

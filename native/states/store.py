@@ -25,6 +25,7 @@ Call `close()` (or use the store as a context manager) to finish pending writes.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -49,12 +50,14 @@ from toolweave.checkpoints import (
     common_prefix,
     plan_passes,
 )
+from toolweave.disk_cache import enforce_cache_limit, limit_scope, resolve_cache_limit
 from toolweave.errors import ContextFullError, EngineError
 from toolweave.native.calibration import CostTable
 from toolweave.native.engine import BatchToken, Engine
 from toolweave.native.states.prefill import PromptPrefill
 from toolweave.native.states.state_file import (
     SUFFIX,
+    StateFileError,
     mapped_state,
     model_fingerprint,
     read_header,
@@ -66,7 +69,11 @@ from toolweave.native.states.state_file import (
 
 __all__ = ["Checkpoint", "PrefillRecord", "StateStore", "store_costs"]
 
+log = logging.getLogger("toolweave.states")
+_REBUILT_HERE = "it will be rebuilt in this format"
+
 _SESSIONS_KEPT = 1024  # sessions whose last prompt is remembered (for their divergence point)
+_RESTORE_TRIES = 3  # saved states tried per request when the chosen one proves unusable
 
 
 def store_costs(table: CostTable) -> StoreCosts:
@@ -156,7 +163,11 @@ class StateStore:
     (without a directory the states themselves are evicted). `consolidate=False` runs the
     last prompt token in a pass of its own, as `prefill_prompt` does, for engines whose
     batch numerics differ from single-token ones. `history` recent prompts are kept to
-    place the first checkpoint of a session on recurrent models. Thread-safe.
+    place the first checkpoint of a session on recurrent models. `disk_limit` (bytes or a
+    size such as ``"2GiB"``; default ``$TOOLWEAVE_CACHE_LIMIT``, else
+    `toolweave.disk_cache.DEFAULT_CACHE_LIMIT`; ``"none"``: no limit) bounds the files
+    of the directory and of the state directories sharing its limit
+    (`toolweave.disk_cache.limit_scope`). Thread-safe.
 
     When a request finds its sequence holding another session's prompt, that prompt's
     state is saved before being overwritten unless saved states already cover it (the
@@ -175,6 +186,7 @@ class StateStore:
         max_memory_bytes: int = 512 << 20,
         consolidate: bool = True,
         history: int = 64,
+        disk_limit: int | str | None = None,
     ) -> None:
         self.policy = policy or CheckpointPolicy()
         prior = store_costs(costs) if isinstance(costs, CostTable) else costs
@@ -182,7 +194,9 @@ class StateStore:
         self.learn_costs = learn_costs
         self.max_memory_bytes = max_memory_bytes
         self.consolidate = consolidate
-        self.directory = None if directory is None else Path(directory)
+        self.directory = None if directory is None else Path(directory).expanduser().resolve()
+        self.disk_limit = resolve_cache_limit(disk_limit)
+        self._scope = [] if self.directory is None else limit_scope(self.directory)
         self._lock = threading.RLock()
         self._entries: dict[str, _Entry] = {}
         self._history: deque[NDArray[np.int32]] = deque(maxlen=history)
@@ -193,7 +207,11 @@ class StateStore:
         self.write_errors: list[str] = []
         self.last: PrefillRecord | None = None
         if self.directory is not None:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            try:
+                self.directory.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                log.warning("cannot keep states in %s (%s): memory only", self.directory, exc)
+                self.directory, self._scope = None, []
             self._scan()
 
     # ------------------------------------------------------------------ lifecycle
@@ -289,19 +307,18 @@ class StateStore:
             handover_ms = self._hand_over(engine, seq, live, model, owner, costs)
         if not truncatable and (live_lcp < len(live) or engine.seq_len(seq) != len(live)):
             live_lcp = 0  # a recurrent state cannot be rolled back
-        options = [RestoreOption(None, min(live_lcp, n - 1))]
-        covered = 0
-        for e in self._usable(model, engine.n_ctx):
-            lcp = common_prefix(e.tokens, arr)
-            usable = lcp if truncatable or lcp == len(e.tokens) else 0
-            usable = min(usable, n - 1)
-            covered = max(covered, usable)
-            if usable > live_lcp:
-                ms = costs.restore_ms(len(e.tokens), from_disk=e.data is None)
-                options.append(RestoreOption(e.key, usable, ms))
         divergence = self._divergence(session, arr, truncatable)
-
-        start, source, restore_ms = self._start(engine, seq, prompt, choose_restore(options, costs))
+        restore_ms = 0.0
+        for _ in range(_RESTORE_TRIES):
+            options, covered = self._options(engine, model, arr, live_lcp, truncatable, costs)
+            choice = choose_restore(options, costs)
+            count = len(self._entries)
+            start, source, ms = self._start(engine, seq, prompt, choice)
+            restore_ms += ms
+            if source != "none" or choice.key is None or len(self._entries) == count:
+                break  # restored, or nothing was dropped: no better option appeared
+            # The chosen file was unusable and is forgotten: choose again without it.
+            live_lcp = 0
         cut = self._cut(engine, start, n, divergence, covered, costs)
         save_ms = 0.0
         if cut == start and cut is not None:
@@ -346,6 +363,29 @@ class StateStore:
         )
         return PromptPrefill(logits=logits, t0=t0, prompt_ms=prompt_ms, reused=start)
 
+    def _options(
+        self,
+        engine: Engine,
+        model: str,
+        arr: NDArray[np.int32],
+        live_lcp: int,
+        truncatable: bool,
+        costs: StoreCosts,
+    ) -> tuple[list[RestoreOption], int]:
+        """The ways to start `arr` (the live sequence first) and the tokens states cover."""
+        n = len(arr)
+        options = [RestoreOption(None, min(live_lcp, n - 1))]
+        covered = 0
+        for e in self._usable(model, engine.n_ctx):
+            lcp = common_prefix(e.tokens, arr)
+            usable = lcp if truncatable or lcp == len(e.tokens) else 0
+            usable = min(usable, n - 1)
+            covered = max(covered, usable)
+            if usable > live_lcp:
+                ms = costs.restore_ms(len(e.tokens), from_disk=e.data is None)
+                options.append(RestoreOption(e.key, usable, ms))
+        return options, covered
+
     def _start(
         self, engine: Engine, seq: int, prompt: list[int], choice: RestoreOption
     ) -> tuple[int, str, float]:
@@ -358,10 +398,17 @@ class StateStore:
             try:
                 self._restore(engine, seq, entry)
             except (EngineError, OSError, ValueError) as exc:
-                # A missing or foreign file is forgotten; a refusal by the engine (a full
+                # A missing or damaged file is forgotten; a refusal by the engine (a full
                 # context, say) may not last, so that state is kept. Either way: start cold.
                 if not isinstance(exc, EngineError):
-                    self._drop(entry)
+                    if isinstance(exc, FileNotFoundError):
+                        log.info("state %s is gone (evicted?); prefilling instead", entry.key)
+                    else:
+                        log.warning("skipped the state file %s; it will be rebuilt", _reason(exc))
+                    if isinstance(exc, StateFileError) and not exc.damaged:
+                        self._entries.pop(entry.key, None)  # not damaged: not ours to delete
+                    else:
+                        self._drop(entry)
                 engine.seq_remove(seq)
                 engine.seq_tokens[seq] = []
                 return 0, "none", (time.perf_counter() - t0) * 1000
@@ -596,6 +643,7 @@ class StateStore:
                 payload=data,
             )
         except OSError as exc:
+            log.warning("could not save the state %s: %s", path, exc)
             with self._lock:
                 self.write_errors.append(f"{path}: {exc}")
             return
@@ -605,23 +653,60 @@ class StateStore:
                 entry.file_bytes = size
             else:  # dropped while being written
                 path.unlink(missing_ok=True)
+        self._enforce_disk_limit()
+
+    def _enforce_disk_limit(self) -> None:
+        """Keep the limit's directories under `disk_limit`; forget the files it deletes."""
+        if not self._scope:
+            return
+        gone = set(enforce_cache_limit(self._scope, self.disk_limit).deleted)
+        if not gone:
+            return
+        with self._lock:
+            for entry in list(self._entries.values()):
+                if entry.path is not None and entry.path in gone:
+                    entry.path, entry.file_bytes = None, 0
+                    if entry.data is None:
+                        self._entries.pop(entry.key, None)
 
     def _scan(self) -> None:
+        """Index the directory's state files (after applying the disk limit).
+
+        A damaged file is deleted, a file of another format version left for the
+        toolweave that wrote it; both with one warning. Another model's files are indexed
+        (never used by this model) so that `checkpoints()` shows them."""
         if self.directory is None:
             return
+        self._enforce_disk_limit()
         for path in sorted(self.directory.glob(f"*{SUFFIX}")):
+            key = path.name[: -len(SUFFIX)]
             try:
                 header = read_header(path)
-                entry = _Entry(
-                    key=path.name[: -len(SUFFIX)],
-                    model_id=header.model_id,
-                    tokens=header.tokens,
-                    session=header.session,
-                    n_bytes=header.n_bytes,
-                    last_used=path.stat().st_mtime,
-                    path=path,
-                    file_bytes=path.stat().st_size,
-                )
-            except (OSError, ValueError, KeyError, TypeError):
-                continue  # not ours, or damaged: leave it alone
-            self._entries[entry.key] = entry
+                if state_key(header.model_id, header.tokens) != key:
+                    raise StateFileError(path, "its name does not match its tokens", damaged=True)
+                st = path.stat()
+            except StateFileError as exc:
+                action = "deleted; it will be rebuilt" if exc.damaged else _REBUILT_HERE
+                log.warning("skipped the state file %s: %s; %s", path, exc.reason, action)
+                if exc.damaged:
+                    unlink(path)
+                continue
+            except OSError as exc:
+                log.warning("skipped %s: %s", path, _reason(exc))
+                continue
+            self._entries[key] = _Entry(
+                key=key,
+                model_id=header.model_id,
+                tokens=header.tokens,
+                session=header.session,
+                n_bytes=header.n_bytes,
+                last_used=st.st_mtime,
+                path=path,
+                file_bytes=st.st_size,
+            )
+
+
+def _reason(exc: BaseException) -> str:
+    """One line saying what went wrong."""
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return text or type(exc).__name__

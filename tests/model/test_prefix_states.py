@@ -10,6 +10,7 @@ tokens are nearly tied, as it does for any change of pass boundaries on this bui
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +18,6 @@ import numpy as np
 import pytest
 
 from toolweave.adapters.bench.pipeline_stages import render_tokens
-from toolweave.errors import EngineError
 from toolweave.models import default_model_path
 from toolweave.native.engine import BatchToken, Engine
 from toolweave.native.states.prefixes import PrefixStates
@@ -133,18 +133,28 @@ def test_longest_stored_prefix_wins_and_survives_a_restart(eng: Engine, tmp_path
     assert again.restore(0, other + full).tokens == 0
 
 
-def test_a_tampered_state_file_is_refused(eng: Engine, tmp_path: Path) -> None:
+def test_a_damaged_state_file_is_skipped_and_rebuilt(
+    eng: Engine, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     states = PrefixStates(tmp_path, eng)
     prefix = static_prefix(eng)
     eng.clear()
     (entry,) = states.build([("static", prefix)], seq=1)
     path = states.root / entry.file
     data = bytearray(path.read_bytes())
-    data[12:16] = (prefix[0] + 1).to_bytes(4, "little")  # the first stored token
+    data[-100] ^= 0xFF  # a flipped byte in the KV payload
     path.write_bytes(bytes(data))
+    (states.root / f"{'0' * 32}.twstate").write_bytes(b"\x01\x02\x03\x04\x05")
     eng.clear()
-    with pytest.raises(EngineError):
-        states.restore(0, prompt(eng, QUERIES[0]))
-    assert eng.seq_tokens[0] == []
+    full = prompt(eng, QUERIES[0])
+    with caplog.at_level(logging.WARNING, "toolweave.states"):
+        assert PrefixStates(tmp_path, eng).entries == [entry]  # the 5-byte file: deleted
+        assert states.restore(0, full).tokens == 0  # the flipped byte: not loaded
+    assert [r.levelno for r in caplog.records] == [logging.WARNING, logging.WARNING]
+    assert all("\n" not in r.getMessage() for r in caplog.records)
+    assert eng.seq_tokens[0] == [] and states.entries == []
+    assert sorted(p.name for p in states.root.iterdir()) == []
     eng.clear()
-    assert greedy(eng, 0, prompt(eng, QUERIES[0]), 0, 4)  # the engine still works
+    states.build([("static", prefix)], seq=1)  # rebuilt
+    eng.clear()
+    assert states.restore(0, full).tokens == len(prefix)

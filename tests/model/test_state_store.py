@@ -9,8 +9,6 @@ from (prefilled now, or restored from a checkpoint in memory or on disk).
 from __future__ import annotations
 
 import itertools
-import json
-import struct
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,6 +28,7 @@ from toolweave.checkpoints import (
 )
 from toolweave.native.engine import BatchToken, Engine
 from toolweave.native.states.prefill import prefill_prompt
+from toolweave.native.states.state_file import read_header, state_key, write_state_file
 from toolweave.native.states.store import StateStore
 
 RULES = (
@@ -240,19 +239,18 @@ def test_checkpoints_of_another_model_are_ignored(clean: Engine, tmp_path: Path)
     with StateStore(tmp_path) as store:
         store.prefill(eng, 0, a, session="s")
     (path,) = tmp_path.glob("*.twstate")
-    raw = path.read_bytes()
-    magic, n = struct.unpack("<8sI", raw[:12])
-    header = json.loads(raw[12 : 12 + n])
-    header["model_id"] = "another-model"
-    head = json.dumps(header).encode()
-    path.write_bytes(struct.pack("<8sI", magic, len(head)) + head + raw[12 + n :])
+    payload = path.read_bytes()[read_header(path).offset :]
+    path.unlink()
+    foreign = tmp_path / f"{state_key('another-model', a)}.twstate"
+    write_state_file(foreign, model_id="another-model", session="s", tokens=a, payload=payload)
 
     (tmp_path / "garbage.twstate").write_bytes(b"not a state file")
     eng.clear()
     other = StateStore(tmp_path)
     assert other.checkpoints(eng) == []
     assert len(other.checkpoints()) == 1  # seen, not ours
+    assert not (tmp_path / "garbage.twstate").exists()  # damaged: deleted
     pre = other.prefill(eng, 0, a, session="s")
     assert pre.reused == 0 and other.last is not None and other.last.source == "none"
     other.close()
-    assert path.is_file()  # never deleted: another process may use it
+    assert foreign.is_file()  # never deleted: another process may use it
