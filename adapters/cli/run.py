@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from toolweave.disk_cache import cache_root, parse_size
+
 if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage
     from langchain_core.tools import BaseTool
@@ -43,8 +45,6 @@ MAX_STEPS = 16
 #: One LLM call of the plan-out agent: its messages, "planner" or "arbiter", what the
 #: model was bound with (its grammar), and what it cost in this run ("stats", "ms", "text").
 LLMCall = tuple[tuple[tuple[str, str], ...], str, dict[str, Any], dict[str, Any]]
-#: Where `toolweave run` keeps saved prompt states between runs (`--prompt-cache`).
-PROMPT_CACHE = Path.home() / ".cache" / "toolweave" / "prompt-states"
 
 SYSTEM = (
     "You are a helpful assistant on the user's computer. Use the tools to look things "
@@ -82,11 +82,21 @@ def run(
         Path | None, typer.Option("--state-dir", help="Where the demo servers keep state.")
     ] = None,
     prompt_cache: Annotated[
-        Path,
+        Path | None,
         typer.Option(
-            "--prompt-cache", help="Saved prompt states, reused by later runs of the same model."
+            "--prompt-cache",
+            help="Saved prompt states, reused by later runs of the same model "
+            "[default: <cache root>/prompt-states].",
         ),
-    ] = PROMPT_CACHE,
+    ] = None,
+    cache_limit: Annotated[
+        str | None,
+        typer.Option(
+            "--cache-limit",
+            help="Disk limit of all saved states, e.g. 2GiB or none "
+            "[default: $TOOLWEAVE_CACHE_LIMIT, else 4GiB].",
+        ),
+    ] = None,
     no_prompt_cache: Annotated[
         bool, typer.Option("--no-prompt-cache", help="Prefill every prompt from scratch.")
     ] = False,
@@ -153,7 +163,13 @@ def run(
     allowed = list(allow or [])
     policy = cli_policy(yes=yes, allow=allowed, interactive=sys.stdin.isatty(), show=trace.prompt)
     trace.note(f"starting {len(configs)} MCP server(s): {', '.join(c.name for c in configs)}")
-    store = None if no_prompt_cache else _state_store(prompt_cache)
+    if cache_limit is not None:
+        try:
+            parse_size(cache_limit)
+        except ValueError as exc:
+            raise typer.BadParameter(f"--cache-limit: {exc}") from None
+    directory = prompt_cache or cache_root() / "prompt-states"
+    store = None if no_prompt_cache else _state_store(directory, cache_limit)
     try:
         with MCPHub(configs, read_only_overrides=overrides) as hub:
             if not hub.tools:
@@ -246,10 +262,11 @@ def _run_agent(
     return messages, answer or "(no answer)"
 
 
-def _state_store(directory: Path) -> StateStore:
+def _state_store(directory: Path, disk_limit: str | None) -> StateStore:
+    """The store; `disk_limit` None means the default (the variable, else 4 GiB)."""
     from toolweave.native.states.store import StateStore
 
-    return StateStore(directory)
+    return StateStore(directory, disk_limit=disk_limit)
 
 
 def _keep_last_prompt(chat: Any, store: StateStore | None) -> None:

@@ -6,17 +6,22 @@ whose tools are all among the selected ones.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from toolweave.prompting.embedding import Embedder
-from toolweave.prompting.toolrag_files import FORMAT, check_format, embedder_entry, file_embedder
+from toolweave.prompting.toolrag_files import (
+    FORMAT,
+    check_format,
+    embedder_entry,
+    file_embedder,
+    read_file,
+    write_file,
+)
 from toolweave.prompting.training import LabeledRequest, default_embedder, training_corpus
 
 __all__ = ["DEFAULT_K", "ExampleMatch", "ExampleStore", "ToolExample"]
@@ -114,10 +119,10 @@ class ExampleStore:
         return cls(examples, file_embedder(data, embedder))
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write `to_dict` as JSON."""
-        Path(path).write_text(json.dumps(self.to_dict()), encoding="utf-8")
+        """Write `to_dict` as JSON, atomically."""
+        write_file(path, self.to_dict())
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], embedder: Embedder | None = None) -> ExampleStore:
-        """Read a file written by `save`."""
-        return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")), embedder)
+        """Read a file written by `save` (one-line ValueError if it is damaged)."""
+        return cls.from_dict(read_file(path, "example-store"), embedder)

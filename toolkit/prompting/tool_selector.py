@@ -8,10 +8,8 @@ keeps the tools with probability >= tau, and at least the best one.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,6 +22,8 @@ from toolweave.prompting.toolrag_files import (
     embedder_entry,
     encode_matrix,
     file_embedder,
+    read_file,
+    write_file,
 )
 from toolweave.prompting.training import (
     LabeledRequest,
@@ -162,13 +162,13 @@ class ToolSelector:
         return cls(file_embedder(data, embedder), tools, weights, bias)
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write `to_dict` as JSON."""
-        Path(path).write_text(json.dumps(self.to_dict()), encoding="utf-8")
+        """Write `to_dict` as JSON, atomically."""
+        write_file(path, self.to_dict())
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], embedder: Embedder | None = None) -> ToolSelector:
-        """Read a file written by `save`."""
-        return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")), embedder)
+        """Read a file written by `save` (one-line ValueError if it is damaged)."""
+        return cls.from_dict(read_file(path, "tool-selector"), embedder)
 
 
 def threshold(probabilities: Mapping[str, float], tau: float) -> list[str]:
