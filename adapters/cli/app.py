@@ -8,11 +8,16 @@
 
 Each command's module is imported only when that command runs or shows its help.
 Bad input never ends in a traceback: a `ToolweaveError`, an `OSError` or a usage error
-exits with code 2 and one line on stderr, `toolweave: error: ...`.
+exits with code 2 and one line on stderr, `toolweave: error: ...`. Anything else is a
+bug in toolweave, never the user's input, and still ends in one line (exit code 1,
+`toolweave: internal error: ...`); Ctrl-C exits with 130. Library log records stay off
+stderr. ``TOOLWEAVE_DEBUG=1`` shows log records and the traceback of an internal error.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -22,10 +27,18 @@ import typer
 from toolweave.adapters.cli.lazy import lazy_group
 from toolweave.errors import ToolweaveError
 
-__all__ = ["app", "main"]
+__all__ = ["DEBUG_ENV", "ERROR_EXIT", "INTERNAL_EXIT", "INTERRUPTED_EXIT", "app", "main"]
 
 #: Exit code of every bad-input error (the convention of argparse and click).
 ERROR_EXIT = 2
+#: Exit code of an error that is toolweave's fault, not the input's.
+INTERNAL_EXIT = 1
+#: Exit code after Ctrl-C (128 + SIGINT).
+INTERRUPTED_EXIT = 130
+#: Set to 1 to see library log records and the traceback of an internal error.
+DEBUG_ENV = "TOOLWEAVE_DEBUG"
+#: Longest error message printed (a message can quote a whole input).
+MAX_MESSAGE_CHARS = 2000
 
 _BENCH = "toolweave.adapters.bench"
 app = typer.Typer(
@@ -76,14 +89,33 @@ def show_help_without_command(ctx: typer.Context) -> None:
         raise typer.Exit(0)
 
 
-def _fail(message: str) -> None:
+def _fail(message: str, *, code: int = ERROR_EXIT, kind: str = "error") -> None:
     # One line, whatever the message holds: scripts grep stderr.
-    print(f"toolweave: error: {' '.join(message.split())}", file=sys.stderr)
-    raise SystemExit(ERROR_EXIT)
+    line = " ".join(message.split())
+    if len(line) > MAX_MESSAGE_CHARS:
+        line = line[:MAX_MESSAGE_CHARS] + f"... [{len(line) - MAX_MESSAGE_CHARS} more characters]"
+    print(f"toolweave: {kind}: {line}", file=sys.stderr)
+    raise SystemExit(code)
+
+
+def _debugging() -> bool:
+    return os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def _route_logging(debug: bool) -> None:
+    """Keep library log records (the MCP SDK's, llama.cpp's wrappers') off stderr, where
+    only the one error line belongs, unless debugging."""
+    root = logging.getLogger()
+    if debug:
+        logging.basicConfig(level=logging.DEBUG, format="%(name)s: %(levelname)s: %(message)s")
+    elif not root.handlers:
+        root.addHandler(logging.NullHandler())  # replaces logging's last-resort stderr handler
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the CLI; exits with the command's code (2 on any bad input)."""
+    debug = _debugging()
+    _route_logging(debug)
     command = typer.main.get_command(app)
     code: Any = 0
     try:
@@ -96,10 +128,19 @@ def main(argv: Sequence[str] | None = None) -> None:
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
         ctx = getattr(exc, "ctx", None)
         _fail(message + (f" (see {ctx.command_path} --help)" if ctx else ""))
-    except typer.Abort:
-        _fail("aborted")
+    except (typer.Abort, KeyboardInterrupt):
+        _fail("interrupted", code=INTERRUPTED_EXIT)
     except (ToolweaveError, OSError) as exc:
         _fail(str(exc) or type(exc).__name__)
+    except Exception as exc:  # a bug: still one line, the traceback on request
+        if debug:
+            raise
+        detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        _fail(
+            f"{detail} (set {DEBUG_ENV}=1 for the traceback)",
+            code=INTERNAL_EXIT,
+            kind="internal error",
+        )
     raise SystemExit(code if isinstance(code, int) else 0)
 
 

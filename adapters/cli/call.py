@@ -23,6 +23,8 @@ __all__ = ["call", "open_engine", "render_result"]
 
 #: Context window of `call`: room for a long tool prompt, never past what the model saw.
 CALL_CONTEXT = 8192
+#: Most calls `--max-calls` may ask for (one answer, one context window).
+MAX_CALLS = 64
 
 _MODEL_HELP = f"GGUF path or model name ({', '.join(MODELS)}); default: the embedded SmolLM2."
 
@@ -53,10 +55,14 @@ def call(
         typer.Option("--format", help=f"Call format ({', '.join(FORMATS)}); default: the model's."),
     ] = None,
     max_calls: Annotated[
-        int, typer.Option("--max-calls", min=0, help="Most calls in the answer (0: no limit).")
+        int,
+        typer.Option(
+            "--max-calls", min=0, max=MAX_CALLS, help="Most calls in the answer (0: no limit)."
+        ),
     ] = 1,
     max_tokens: Annotated[
-        int, typer.Option("--max-tokens", min=1, help="Most tokens in the answer.")
+        int,
+        typer.Option("--max-tokens", min=1, max=CALL_CONTEXT, help="Most tokens in the answer."),
     ] = 512,
 ) -> None:
     """Answer QUERY with a tool call from TOOLS."""

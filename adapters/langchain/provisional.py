@@ -7,39 +7,57 @@ arguments decided, optional ones pending) or its final call, while the message i
 still being decoded. When the agent then executes the tool calls of the message, the
 middleware hands back the running result for a call equal to the one started, instead
 of running the tool again; a call that differs (the model added or changed arguments)
-runs normally and the unclaimed early run is dropped.
+runs normally and the unclaimed early run is dropped. An early run that failed, timed
+out or returned something other than a plain message is not handed back either: the
+agent's call then runs the tool normally, once.
+
+State is kept per agent run (the run's LangGraph run control, thread and subgraph
+namespace), never shared between runs: one middleware instance serves ``batch`` and
+``abatch`` of many runs, and each run claims only its own early results. At most
+`MAX_RUNS` runs are tracked (the least recently active is forgotten), a finished run
+is forgotten at once, and the execution records kept for inspection are capped.
 
 Safety: only tools classified read-only (annotations first, then name and description,
-unsure means not read-only; `toolweave.readonly`) are ever started early, so a tool
-with side effects runs exactly once, when the agent runs it. With any other chat model
-the middleware does nothing.
+unsure means not read-only; `toolweave.readonly`) and free of injected arguments are
+ever started early (see `toolweave.adapters.langchain.early`), so a tool with side
+effects runs exactly once, when the agent runs it. With any other chat model the
+middleware does nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
-import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections import OrderedDict, deque
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
 from langchain.agents.middleware.types import ModelRequest, ModelResponse, ToolCallRequest
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool
+from langgraph.runtime import get_runtime
 from langgraph.types import Command
 
+from toolweave.adapters.langchain.early import (
+    ProvisionalRun,
+    ProvisionalRunner,
+    argument_defaults,
+    takes_injected_arguments,
+)
 from toolweave.adapters.langchain.tools import from_langchain
 from toolweave.events import Observer, ToolDone, ToolReused, ToolStart
 from toolweave.readonly import classify_tool
 from toolweave.toolspec import ToolCall
 
 __all__ = [
+    "MAX_RECORDS",
+    "MAX_RUNS",
     "ProvisionalRun",
     "ProvisionalRunner",
     "ProvisionalToolMiddleware",
@@ -47,119 +65,19 @@ __all__ = [
     "active_runner",
 ]
 
+#: Agent runs whose early results are tracked at once (least recently active dropped).
+MAX_RUNS = 256
+#: Tool executions and message end times kept for inspection.
+MAX_RECORDS = 1000
+#: Tool catalogues whose read-only classification is remembered.
+_MAX_CATALOGUES = 32
+
 _ACTIVE: ContextVar[ProvisionalRunner | None] = ContextVar("toolweave_provisional", default=None)
 
 
 def active_runner() -> ProvisionalRunner | None:
     """The runner of the agent model call in progress, if a middleware set one."""
     return _ACTIVE.get()
-
-
-def _defaults(tool: BaseTool) -> dict[str, Any]:
-    """The schema defaults of a tool's arguments: a call that leaves an optional argument
-    out runs exactly like one that writes its default."""
-    props = from_langchain(tool).spec.parameters.get("properties", {})
-    return {k: v["default"] for k, v in props.items() if isinstance(v, Mapping) and "default" in v}
-
-
-@dataclass
-class ProvisionalRun:
-    """One early execution: when it started and finished (perf_counter seconds)."""
-
-    call: ToolCall
-    future: Future[ToolMessage]
-    started: float
-    finished: float | None = None
-    claimed: bool = False
-
-
-@dataclass
-class ProvisionalRunner:
-    """Runs read-only LangChain tools early, keyed by the exact call."""
-
-    tools: Mapping[str, BaseTool]
-    read_only: frozenset[str]
-    timeout: float = 60.0
-    observer: Observer | None = None
-    runs: list[ProvisionalRun] = field(default_factory=list)
-    _defaults: dict[str, dict[str, Any]] = field(default_factory=dict)
-    _pending: dict[str, list[ProvisionalRun]] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    _pool: ThreadPoolExecutor = field(
-        default_factory=lambda: ThreadPoolExecutor(4, thread_name_prefix="toolweave-early")
-    )
-
-    def __post_init__(self) -> None:
-        self._defaults = {name: _defaults(self.tools[name]) for name in self.read_only}
-
-    def _key(self, name: str, arguments: Mapping[str, Any]) -> str:
-        full = {**self._defaults.get(name, {}), **arguments}
-        return name + "\x00" + json.dumps(full, sort_keys=True, ensure_ascii=False, default=str)
-
-    def start(self, call: ToolCall) -> bool:
-        """Start `call` if its tool is read-only and the same call is not running yet."""
-        tool = self.tools.get(call.name)
-        if tool is None or call.name not in self.read_only:
-            return False
-        key = self._key(call.name, call.arguments)
-        with self._lock:
-            if self._pending.get(key):
-                return False
-            run = ProvisionalRun(call, Future(), time.perf_counter())
-            self._pending.setdefault(key, []).append(run)
-            self.runs.append(run)
-        self._pool.submit(self._execute, tool, run)
-        return True
-
-    def _execute(self, tool: BaseTool, run: ProvisionalRun) -> None:
-        # The tool-call shape makes the tool build its ToolMessage exactly as ToolNode does.
-        shaped = {
-            "name": run.call.name,
-            "args": dict(run.call.arguments),
-            "id": f"early_{uuid.uuid4().hex[:12]}",
-            "type": "tool_call",
-        }
-        if self.observer is not None:
-            self.observer(ToolStart(run.call, early=True))
-        try:
-            out = tool.invoke(shaped)
-            message = (
-                out
-                if isinstance(out, ToolMessage)
-                else ToolMessage(content=str(out), tool_call_id=shaped["id"], name=run.call.name)
-            )
-            run.finished = time.perf_counter()
-            run.future.set_result(message)
-            self._finished(run, message.status == "error")
-        except BaseException as exc:  # handed to whoever claims the run
-            run.finished = time.perf_counter()
-            run.future.set_exception(exc)
-            self._finished(run, True)
-
-    def _finished(self, run: ProvisionalRun, error: bool) -> None:
-        if self.observer is not None:
-            ms = ((run.finished or run.started) - run.started) * 1000
-            self.observer(ToolDone(run.call.name, ms, early=True, error=error))
-
-    def claim(self, name: str, arguments: Mapping[str, Any]) -> ProvisionalRun | None:
-        """Take the early run of exactly this call, if there is one."""
-        with self._lock:
-            queue = self._pending.get(self._key(name, arguments))
-            if not queue:
-                return None
-            run = queue.pop(0)
-            run.claimed = True
-            return run
-
-    def drop_unclaimed(self) -> None:
-        """Forget early runs no call asked for (their results are discarded)."""
-        with self._lock:
-            self._pending.clear()
-
-    def result(self, run: ProvisionalRun, tool_call_id: str) -> ToolMessage:
-        """The early run's message, re-addressed to the agent's tool call id."""
-        message = run.future.result(timeout=self.timeout)
-        return message.model_copy(update={"tool_call_id": tool_call_id})
 
 
 @dataclass(frozen=True)
@@ -181,11 +99,57 @@ class ToolExecution:
         return None if self.message_done is None else (self.message_done - self.started) * 1000
 
 
+@dataclass
+class _RunState:
+    """What one agent run needs between its model call and its tool calls."""
+
+    control: object | None  # held so that its id, part of the key, is not reused
+    runner: ProvisionalRunner | None = None
+    message_done: float | None = None
+
+
+@dataclass(frozen=True)
+class _Catalogue:
+    tools: tuple[BaseTool, ...]
+    by_name: dict[str, BaseTool]
+    read_only: frozenset[str]
+    defaults: dict[str, dict[str, Any]]
+
+
+def _run_key(runtime: Any) -> tuple[Hashable, object | None]:
+    """The run a model or tool call belongs to, and the object that identifies it.
+
+    LangGraph gives every top-level run its own run control, shared by the run's model
+    and tool nodes; the thread id and the namespace above the node tell apart agents
+    that share one run (subgraphs run side by side).
+    """
+    control = getattr(runtime, "control", None)
+    if control is None:
+        with suppress(Exception):  # outside a graph run: no run control
+            control = get_runtime().control
+    info = getattr(runtime, "execution_info", None)
+    namespace = str(getattr(info, "checkpoint_ns", "") or "")
+    thread = getattr(info, "thread_id", None)
+    scope = namespace.rpartition("|")[0]  # drop the node's own "model:<task>" part
+    return (id(control) if control is not None else 0, thread, scope), control
+
+
+def _has_tool_calls(response: Any) -> bool:
+    """Whether the model's answer asks for tools (the run goes on to its tool node)."""
+    messages = getattr(response, "result", None)
+    if messages is None:
+        messages = [response]
+    return any(isinstance(m, AIMessage) and m.tool_calls for m in messages)
+
+
 class ProvisionalToolMiddleware(AgentMiddleware):
     """Agent middleware that lets `ChatToolweave` start read-only tools early.
 
-    ``overrides`` maps tool names to a read-only decision that beats the classifier.
-    ``runner`` is the current `ProvisionalRunner` (its ``runs`` carry timestamps).
+    ``overrides`` maps tool names to a read-only decision that beats the classifier;
+    ``timeout`` bounds the wait for an early result before the tool runs normally.
+    ``runner`` is the runner of the run with the latest model call (for inspection;
+    its ``runs`` carry timestamps); ``executions`` and ``message_done`` record the latest
+    `MAX_RECORDS` tool executions and model message end times, over all runs.
     """
 
     def __init__(
@@ -194,54 +158,147 @@ class ProvisionalToolMiddleware(AgentMiddleware):
         overrides: Mapping[str, bool] | None = None,
         timeout: float = 60.0,
         observer: Observer | None = None,
+        max_runs: int = MAX_RUNS,
     ):
         super().__init__()
+        if timeout <= 0 or max_runs < 1:
+            raise ValueError("timeout must be > 0 and max_runs >= 1")
         self.overrides = dict(overrides or {})
         self.timeout = timeout
         self.observer = observer
-        self.runner: ProvisionalRunner | None = None
-        self.message_done: list[float] = []  # when each model message was complete
-        self.executions: list[ToolExecution] = []  # every tool call the agent executed
+        self.max_runs = max_runs
+        self.message_done: deque[float] = deque(maxlen=MAX_RECORDS)
+        self.executions: deque[ToolExecution] = deque(maxlen=MAX_RECORDS)
+        self._latest: ProvisionalRunner | None = None
+        self._runs: OrderedDict[Hashable, _RunState] = OrderedDict()
+        self._catalogues: OrderedDict[tuple[int, ...], _Catalogue] = OrderedDict()
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
 
     @property
     def name(self) -> str:
         return "ProvisionalToolMiddleware"
 
-    def _runner_for(self, tools: Sequence[Any]) -> ProvisionalRunner:
-        by_name = {t.name: t for t in tools if isinstance(t, BaseTool)}
-        if self.runner is not None and dict(self.runner.tools) == by_name:
-            self.runner.drop_unclaimed()
-            return self.runner
+    @property
+    def runner(self) -> ProvisionalRunner | None:
+        """The runner of the run that made the latest model call (inspection only)."""
+        return self._latest
+
+    # ------------------------------------------------------------ model calls
+    def _catalogue(self, tools: Sequence[Any]) -> _Catalogue:
+        """The tools' read-only classification, computed once per catalogue."""
+        lc = tuple(t for t in tools if isinstance(t, BaseTool))
+        ident = tuple(id(t) for t in lc)
+        with self._lock:
+            cached = self._catalogues.get(ident)
+            if cached is not None and all(a is b for a, b in zip(cached.tools, lc, strict=True)):
+                self._catalogues.move_to_end(ident)
+                return cached
+        by_name = {t.name: t for t in lc}
         overrides = {k: v for k, v in self.overrides.items() if k in by_name}
         read_only = frozenset(
             name
             for name, tool in by_name.items()
-            if classify_tool(from_langchain(tool).spec, overrides).read_only
+            if not takes_injected_arguments(tool)
+            and classify_tool(from_langchain(tool).spec, overrides).read_only
         )
-        self.runner = ProvisionalRunner(by_name, read_only, self.timeout, self.observer)
-        return self.runner
+        defaults = {name: argument_defaults(by_name[name]) for name in read_only}
+        catalogue = _Catalogue(lc, by_name, read_only, defaults)
+        with self._lock:
+            self._catalogues[ident] = catalogue
+            while len(self._catalogues) > _MAX_CATALOGUES:
+                self._catalogues.popitem(last=False)
+        return catalogue
+
+    def _thread_pool(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(4, thread_name_prefix="toolweave-early")
+            return self._pool
+
+    def _begin(
+        self, request: ModelRequest, loop: asyncio.AbstractEventLoop | None
+    ) -> tuple[Hashable, _RunState]:
+        """The run's runner, ready for this model call (a new one for a new run or a
+        changed tool catalogue)."""
+        catalogue = self._catalogue(request.tools)
+        key, control = _run_key(request.runtime)
+        with self._lock:
+            state = self._runs.pop(key, None) or _RunState(control)
+            self._runs[key] = state
+            while len(self._runs) > self.max_runs:
+                _, old = self._runs.popitem(last=False)
+                if old.runner is not None:
+                    old.runner.drop_unclaimed()
+        runner = state.runner
+        if runner is not None and runner.tools is catalogue.by_name:
+            runner.drop_unclaimed()  # the previous message's calls have run
+            runner.loop = loop
+        else:
+            runner = ProvisionalRunner(
+                catalogue.by_name,
+                catalogue.read_only,
+                self.timeout,
+                self.observer,
+                loop=loop,
+                pool=self._thread_pool(),
+                defaults=catalogue.defaults,
+            )
+            state.runner = runner
+        self._latest = runner
+        return key, state
+
+    def _end(self, key: Hashable, state: _RunState, response: Any) -> None:
+        done = time.perf_counter()
+        state.message_done = done
+        self.message_done.append(done)
+        if response is not None and not _has_tool_calls(response):
+            with self._lock:  # the run ends here: nothing left to claim
+                if self._runs.get(key) is state:
+                    del self._runs[key]
+            if state.runner is not None:
+                state.runner.drop_unclaimed()
 
     def wrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
     ) -> ModelResponse:
-        token = _ACTIVE.set(self._runner_for(request.tools))
+        key, state = self._begin(request, None)
+        token = _ACTIVE.set(state.runner)
+        response: ModelResponse | None = None
         try:
-            return handler(request)
+            response = handler(request)
+            return response
         finally:
-            self.message_done.append(time.perf_counter())
             _ACTIVE.reset(token)
+            self._end(key, state, response)
 
     async def awrap_model_call(
         self,
         request: ModelRequest,
         handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
     ) -> ModelResponse:
-        token = _ACTIVE.set(self._runner_for(request.tools))
+        key, state = self._begin(request, asyncio.get_running_loop())
+        token = _ACTIVE.set(state.runner)
+        response: ModelResponse | None = None
         try:
-            return await handler(request)
+            response = await handler(request)
+            return response
         finally:
-            self.message_done.append(time.perf_counter())
             _ACTIVE.reset(token)
+            self._end(key, state, response)
+
+    # ------------------------------------------------------------ tool calls
+    def _claim(
+        self, request: ToolCallRequest
+    ) -> tuple[_RunState | None, ProvisionalRunner | None, ProvisionalRun | None]:
+        key, _ = _run_key(request.runtime)
+        with self._lock:
+            state = self._runs.get(key)
+        runner = state.runner if state is not None else None
+        if runner is None:
+            return state, None, None
+        call = request.tool_call
+        return state, runner, runner.claim(call["name"], call["args"])
 
     def wrap_tool_call(
         self,
@@ -249,14 +306,37 @@ class ProvisionalToolMiddleware(AgentMiddleware):
         handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
     ) -> ToolMessage | Command[Any]:
         call = request.tool_call
-        run = self.runner.claim(call["name"], call["args"]) if self.runner else None
-        if run is None or self.runner is None:
-            started = self._tool_start(call)
-            out = handler(request)
-            self._record(call, started, time.perf_counter(), early=False, out=out)
-            return out
-        message = self.runner.result(run, call["id"] or "")
-        self._record(call, run.started, run.finished or time.perf_counter(), early=True)
+        state, runner, run = self._claim(request)
+        if runner is not None and run is not None:
+            message = runner.result(run, call["id"] or "")
+            if message is not None:
+                return self._reused(call, run, state, message)
+        started = self._tool_start(call)
+        out = handler(request)
+        self._record(call, started, time.perf_counter(), state, early=False, out=out)
+        return out
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        call = request.tool_call
+        state, runner, run = self._claim(request)
+        if runner is not None and run is not None:
+            message = await runner.aresult(run, call["id"] or "")
+            if message is not None:
+                return self._reused(call, run, state, message)
+        started = self._tool_start(call)
+        out = await handler(request)
+        self._record(call, started, time.perf_counter(), state, early=False, out=out)
+        return out
+
+    def _reused(
+        self, call: Any, run: ProvisionalRun, state: _RunState | None, message: ToolMessage
+    ) -> ToolMessage:
+        finished = run.finished or time.perf_counter()
+        self._record(call, run.started, finished, state, early=True)
         return message
 
     def _tool_start(self, call: Any) -> float:
@@ -265,7 +345,14 @@ class ProvisionalToolMiddleware(AgentMiddleware):
         return time.perf_counter()
 
     def _record(
-        self, call: Any, started: float, finished: float, *, early: bool, out: Any = None
+        self,
+        call: Any,
+        started: float,
+        finished: float,
+        state: _RunState | None,
+        *,
+        early: bool,
+        out: Any = None,
     ) -> None:
         if self.observer is not None:
             if early:
@@ -274,24 +361,7 @@ class ProvisionalToolMiddleware(AgentMiddleware):
                 error = isinstance(out, ToolMessage) and out.status == "error"
                 ms = (finished - started) * 1000
                 self.observer(ToolDone(call["name"], ms, early=False, error=error))
-        done = self.message_done[-1] if self.message_done else None
+        done = state.message_done if state is not None else None
         self.executions.append(
             ToolExecution(call["name"], dict(call["args"]), started, finished, done, early)
         )
-
-    async def awrap_tool_call(
-        self,
-        request: ToolCallRequest,
-        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
-    ) -> ToolMessage | Command[Any]:
-        call = request.tool_call
-        runner = self.runner
-        run = runner.claim(call["name"], call["args"]) if runner else None
-        if run is None or runner is None:
-            started = self._tool_start(call)
-            out = await handler(request)
-            self._record(call, started, time.perf_counter(), early=False, out=out)
-            return out
-        message = await asyncio.wait_for(asyncio.wrap_future(run.future), runner.timeout)
-        self._record(call, run.started, run.finished or time.perf_counter(), early=True)
-        return message.model_copy(update={"tool_call_id": call["id"] or ""})

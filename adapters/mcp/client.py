@@ -11,7 +11,8 @@ restarted after a crash or a timeout), `hub` (several servers, naming, routing, 
 background loop), `convert` (MCP types to `ToolSpec` and `ToolResult`).
 
 What reaches the model and what reaches the caller: a tool's own error, a timeout, a
-crashed server and an unknown tool name come back as error `ToolResult`s; a server
+crashed server, a result that breaks the tool's output schema (the call ran; the
+session stays up) and an unknown tool name come back as error `ToolResult`s; a server
 that cannot be started when the hub starts, and use of a closed hub, raise
 `ToolServerError`.
 """

@@ -9,10 +9,14 @@ the session meanwhile.
 A call that times out or finds the server gone returns an error `ToolResult` naming
 the server and the problem, and the session is torn down; the next call starts a new
 one. A call is never sent twice: a tool that is not read-only must not run twice.
+A result whose structured content breaks the tool's ``outputSchema`` is an answer, not
+a broken session: it comes back as an error `ToolResult` saying that the call ran, why
+the result does not fit and what it returned (capped), and the session stays up.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import tempfile
@@ -89,15 +93,52 @@ class MCPConnection:
             session, client = await self._session()
         except ToolServerError as exc:
             return ToolResult.error(str(exc))
+        request = mcp_types.CallToolRequest(
+            params=mcp_types.CallToolRequestParams(name=name, arguments=dict(arguments or {}))
+        )
         try:
             with anyio.fail_after(self.config.call_timeout):
-                # The session's call, not Client.call_tool: that one may resend a call.
-                result = await client.session.call_tool(name, dict(arguments or {}))
+                # The raw request, not Client.call_tool (it may resend a call) nor the
+                # session's call_tool (it raises on a result that breaks the tool's output
+                # schema, losing a result whose side effects already happened).
+                result = await client.session.send_request(request, mcp_types.CallToolResult)
         except Exception as exc:
             return ToolResult.error(
                 str(ToolServerError(self.name, self._failure(session, name, exc)))
             )
-        return tool_result(result, self.config.max_output_chars)
+        return await self._checked(client, name, result)
+
+    async def _checked(
+        self, client: Client, name: str, result: mcp_types.CallToolResult
+    ) -> ToolResult:
+        """The result, or an error observation when it breaks the tool's output schema.
+
+        The SDK's own check (``validate_tool_result``) decides; a mismatch says the call
+        ran, why the result does not fit, and what it returned. The session stays up:
+        the server answered the protocol correctly, and the call is never sent again.
+        """
+        converted = tool_result(result, self.config.max_output_chars)
+        if result.is_error:
+            return converted
+        try:
+            with anyio.fail_after(self.config.call_timeout):
+                await client.session.validate_tool_result(name, result)
+        except Exception as exc:
+            verdict = (
+                "its result does not match the tool's output schema"
+                if isinstance(exc, RuntimeError)
+                else "its result could not be checked against the tool's output schema"
+            )
+            # converted.text is capped already; structured content alone is capped here.
+            shown = converted.text or _cap(
+                _json_text(result.structured_content), self.config.max_output_chars
+            )
+            problem = (
+                f"{name!r} ran, but {verdict} ({_schema_problem(exc)}); "
+                f"it returned: {shown or '(nothing)'}"
+            )
+            return ToolResult.error(str(ToolServerError(self.name, problem)))
+        return converted
 
     async def aclose(self) -> None:
         """Stop every session of this server and wait for them (bounded)."""
@@ -344,6 +385,32 @@ def _read_tail(file: IO[str], lines: int = 3, chars: int = 400) -> str:
         kept = [line.strip() for line in data.splitlines() if line.strip()][-lines:]
         return " | ".join(kept)[-chars:]
     return ""
+
+
+def _schema_problem(exc: BaseException, chars: int = 300) -> str:
+    """One line on why a result failed its output schema (where and what, if known)."""
+    cause = exc.__cause__
+    where = getattr(cause, "json_path", None)
+    message = getattr(cause, "message", None)
+    if isinstance(where, str) and isinstance(message, str):
+        text = f"at {where}: {message}"
+    elif isinstance(exc, TimeoutError):
+        text = "the check timed out"
+    else:
+        text = _describe(exc) if not isinstance(exc, RuntimeError) else str(exc)
+    return _cap(" ".join(text.split()), chars)
+
+
+def _json_text(value: Any) -> str:
+    if value is None:
+        return ""
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _cap(text: str, chars: int) -> str:
+    if len(text) <= chars:
+        return text
+    return f"{text[:chars]}... [{len(text) - chars} more characters]"
 
 
 def _describe(exc: BaseException | None) -> str:

@@ -7,7 +7,9 @@ often it really ran.
     crash_after   adds a line, then kills the process
     hang_after    adds a line, then never answers
     garbage       writes bytes that are not JSON-RPC to stdout, then answers
-    bad_output    answers structured content that breaks its own outputSchema
+    bad_output    adds a line, then answers structured content that breaks its own
+                  outputSchema
+    pid           the server's process id (read-only): a restart changes it
     fail          returns an error result
     raise_error   raises inside the handler
     count         how many lines the log holds (read-only)
@@ -56,14 +58,14 @@ TOOLS = [
     types.Tool(name="garbage", description="Write junk.", input_schema=NO_ARGS, annotations=READS),
     types.Tool(
         name="bad_output",
-        description="Break the output schema.",
+        description="Append a line, then break the output schema.",
         input_schema=NO_ARGS,
         output_schema={
             "type": "object",
             "properties": {"n": {"type": "integer"}},
             "required": ["n"],
         },
-        annotations=READS,
+        annotations=WRITES,
     ),
     types.Tool(
         name="fail", description="Return an error.", input_schema=NO_ARGS, annotations=READS
@@ -71,6 +73,9 @@ TOOLS = [
     types.Tool(name="raise_error", description="Raise.", input_schema=NO_ARGS, annotations=READS),
     types.Tool(
         name="count", description="Count log lines.", input_schema=NO_ARGS, annotations=READS
+    ),
+    types.Tool(
+        name="pid", description="The server's process id.", input_schema=NO_ARGS, annotations=READS
     ),
 ]
 
@@ -121,6 +126,7 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
         sys.stdout.buffer.flush()
         return _text("garbage written")
     if name == "bad_output":
+        _append("bad_output")
         return _text("n is a word", n="seven")
     if name == "fail":
         return types.CallToolResult(
@@ -130,6 +136,8 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
         raise RuntimeError("handler blew up")
     if name == "count":
         return _text(str(_count()), lines=_count())
+    if name == "pid":
+        return _text(str(os.getpid()), pid=os.getpid())
     return types.CallToolResult(content=[types.TextContent(text=f"no tool {name}")], is_error=True)
 
 

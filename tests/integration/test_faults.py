@@ -27,7 +27,7 @@ from langchain_core.tools import tool
 from toolweave.adapters.langchain.chat_model import ChatToolweave
 from toolweave.adapters.langchain.provisional import ProvisionalToolMiddleware
 from toolweave.adapters.langchain.tools import from_langchain, to_langchain
-from toolweave.adapters.mcp.client import MCPHub, ServerConfig
+from toolweave.adapters.mcp.client import MCPHub, ServerConfig, open_connection
 from toolweave.errors import ConstraintError, ContextFullError, ToolSpecError
 from toolweave.native.caller import ToolCaller
 from toolweave.native.decode.text import generate_text
@@ -121,10 +121,6 @@ def test_garbage_on_stdout_malformed_output_error_results_and_raising_tools(
     garbage = faults.hub.call("garbage", {})  # a non-JSON-RPC line before the answer
     assert not garbage.is_error and garbage.text == "garbage written"
     faults.usable()
-    bad = faults.hub.call("bad_output", {})  # structured content breaks its outputSchema
-    assert bad.is_error
-    assert "failed on 'bad_output'" in bad.text and "'seven' is not of type 'integer'" in bad.text
-    faults.usable()
     failed = faults.hub.call("fail", {})
     assert failed.is_error and failed.text == "the disk is full"
     raised = faults.hub.call("raise_error", {})
@@ -133,6 +129,42 @@ def test_garbage_on_stdout_malformed_output_error_results_and_raising_tools(
     assert unknown.is_error and "unknown tool 'no_such_tool'" in unknown.text
     faults.usable()
     assert faults.executions() == []
+
+
+def test_result_breaking_its_output_schema_ran_once_and_keeps_the_session(
+    faults: FaultHub,
+) -> None:
+    pid = faults.hub.call("pid", {}).structured["pid"]
+    bad = faults.hub.call("bad_output", {})  # ran (one log line), then broke its schema
+    assert bad.is_error
+    assert bad.text == (
+        "tool server 'fault': 'bad_output' ran, but its result does not match the tool's "
+        "output schema (at $.n: 'seven' is not of type 'integer'); it returned: n is a word"
+    )
+    assert faults.executions() == ["bad_output"]  # called once, never resent
+    assert faults.hub.call("pid", {}).structured["pid"] == pid  # the same process
+    faults.usable()
+    assert faults.executions() == ["bad_output"]
+
+
+@pytest.mark.anyio
+async def test_output_schema_mismatch_does_not_restart_the_connection(tmp_path: Path) -> None:
+    log = tmp_path / "executions.log"
+    config = ServerConfig(
+        name="fault",
+        command=[sys.executable, str(FAULT_SERVER)],
+        env={"FAULT_LOG": str(log)},
+        call_timeout=5.0,
+        max_output_chars=5,
+    )
+    async with open_connection(config) as connection:
+        bad = await connection.call_tool("bad_output")
+        assert bad.is_error and "'bad_output' ran, but" in bad.text
+        shown = bad.text.partition("it returned: ")[2]  # the result text, capped
+        assert shown.startswith("n is \n[output truncated: ") and len(shown) < 60
+        count = await connection.call_tool("count")
+        assert count.text.splitlines()[0] == "1"  # one line in the log: called once
+        assert connection.starts == 1
 
 
 def test_plan_executor_on_a_crashing_server_runs_each_side_effect_once(faults: FaultHub) -> None:
@@ -160,7 +192,7 @@ def test_provisional_versions_never_start_a_side_effect_tool_twice(faults: Fault
     versions = [
         PlanTask(1, "hang_after", {"text": "x"}, provisional=True),
         PlanTask(1, "hang_after", {"text": "x"}),
-        PlanTask(1, "hang_after", {"text": "changed"}),  # after it started: not run
+        PlanTask(1, "hang_after", {"text": "changed"}),  # held still: this version runs
         PlanTask(2, "count", {}, provisional=True),
         PlanTask(2, "count", {}),
     ]
@@ -175,11 +207,13 @@ def test_provisional_versions_never_start_a_side_effect_tool_twice(faults: Fault
             started.append(event.task.index)
 
     run = anyio.run(lambda: execute_plan(stream(), tools, timeout=5, on_event=on_event))
+    # A side effect waits for the whole plan, then starts once, with its last version,
+    # and is not sent again when its server hangs.
     assert started == [1]
-    assert faults.executions() == ["x"]
+    assert faults.executions() == ["changed"]
     assert run.record(1).failed and "did not answer 'hang_after'" in run.record(1).observation.text
-    assert any("never run twice" in note for note in run.notes)
     faults.usable()
+    assert faults.executions() == ["changed"]
 
 
 def test_langchain_tool_that_raises_is_an_error_observation() -> None:

@@ -31,6 +31,7 @@ from toolweave.adapters.langchain.tools import (
     to_langchain,
 )
 from toolweave.errors import ToolSpecError
+from toolweave.readonly import DECIDED_KEY
 from toolweave.tools import Tool, ToolResult
 from toolweave.toolspec import ToolSpec
 
@@ -249,16 +250,16 @@ def _hinted(metadata: dict[str, Any] | None = None, tags: list[str] | None = Non
                 "idempotentHint": True,
             },
         ),
-        ({"toolweave": {"read_only": True}}, None, {"readOnlyHint": True}),
-        (None, ["read-only"], {"readOnlyHint": True}),
-        (None, ["toolweave:read-only"], {"readOnlyHint": True}),
-        # ours wins over every other shape
+        ({"toolweave": {"read_only": True}}, None, {DECIDED_KEY: True}),
+        (None, ["read-only"], {DECIDED_KEY: True}),
+        (None, ["toolweave:read-only"], {DECIDED_KEY: True}),
+        # ours is the decision, kept beside the hints of every other shape
         (
             {"readOnlyHint": True, "toolweave": {"read_only": False}},
             ["read-only"],
-            {"readOnlyHint": False},
+            {"readOnlyHint": True, DECIDED_KEY: False},
         ),
-        ({"readOnlyHint": False}, ["read-only"], {"readOnlyHint": True}),
+        ({"readOnlyHint": False}, ["read-only"], {"readOnlyHint": False, DECIDED_KEY: True}),
         ({"unrelated": 1, "toolweave": {"read_only": None}}, ["other"], {}),
     ],
 )
@@ -384,7 +385,8 @@ def test_round_trip_tool_langchain_tool() -> None:
     assert back.spec.name == original.spec.name
     assert back.spec.description == original.spec.description
     assert back.spec.parameters == original.spec.parameters
-    assert back.spec.annotations == original.spec.annotations
+    # The classifier's answer travels with the tool, as the decided annotation.
+    assert back.spec.annotations == {**original.spec.annotations, DECIDED_KEY: True}
     assert run(back, {"city": "Oslo"}) == ToolResult(text="sunny in Oslo", structured={"temp": 21})
     assert run(back, {"city": "Atlantis"}) == ToolResult.error("unknown city Atlantis")
     assert original.origin == [{"city": "Oslo"}, {"city": "Atlantis"}]
