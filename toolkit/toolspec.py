@@ -218,6 +218,8 @@ def load_tools_file(path: str | os.PathLike[str]) -> tuple[ToolSpec, ...]:
             f"tools file {file} is not valid JSON: {exc.msg} at line {exc.lineno} "
             f"column {exc.colno}",
         ) from None
+    except RecursionError:
+        raise ToolSpecError(None, f"tools file {file} is nested too deeply") from None
     if isinstance(data, dict) and "tools" in data:
         data = data["tools"]
     if not isinstance(data, list):

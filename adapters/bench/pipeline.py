@@ -179,6 +179,7 @@ def run_pipeline_bench(
     cache_limit: int | str | None = None,
 ) -> dict[str, Any]:
     """Set everything up, run every request under every configuration, summarise."""
+    path = resolve_model(model)  # a bad --model fails before the slow set-up
     console.print("[dim]loading the workload, fitting ToolRAG and PromptWeaver...[/dim]")
     train = load_workload(split="train")
     test = load_workload(split="test")
@@ -193,7 +194,6 @@ def run_pipeline_bench(
     chosen = select_combinations(train_seqs, max(max(BUDGETS), budget))
     sample = pick_requests([r for r in test if r.theme in weavers], n_requests)
 
-    path = resolve_model(model)
     with (
         Engine(path, n_ctx=N_CTX) as engine,
         Engine(path, n_ctx=N_CTX, n_seq_max=2, batch_invariant=False) as plain,

@@ -108,8 +108,26 @@ def _route_logging(debug: bool) -> None:
     root = logging.getLogger()
     if debug:
         logging.basicConfig(level=logging.DEBUG, format="%(name)s: %(levelname)s: %(message)s")
-    elif not root.handlers:
+        return
+    if not root.handlers:
         root.addHandler(logging.NullHandler())  # replaces logging's last-resort stderr handler
+    # toolweave's own warnings (a damaged cache file skipped, a bad setting ignored) are
+    # for the user: one line each on stderr.
+    ours = logging.getLogger("toolweave")
+    if not any(isinstance(h, _OneLineWarnings) for h in ours.handlers):
+        ours.addHandler(_OneLineWarnings())
+
+
+class _OneLineWarnings(logging.StreamHandler):
+    """``toolweave: warning: <first line>`` for WARNING and above, nothing else."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setLevel(logging.WARNING)
+
+    def format(self, record: logging.LogRecord) -> str:
+        first = record.getMessage().splitlines()[0] if record.getMessage() else ""
+        return f"toolweave: warning: {first[:500]}"
 
 
 def main(argv: Sequence[str] | None = None) -> None:
