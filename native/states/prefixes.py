@@ -37,9 +37,11 @@ from toolweave.native.engine import Engine
 from toolweave.native.states.state_file import (
     SUFFIX,
     StateFileError,
+    StateHeader,
+    checked_headers,
     mapped_state,
     model_fingerprint,
-    read_header,
+    one_line,
     touch,
     unlink,
     write_state_file,
@@ -48,7 +50,6 @@ from toolweave.native.states.state_file import (
 __all__ = ["PrefixEntry", "PrefixStates", "Restored"]
 
 log = logging.getLogger("toolweave.states")
-_REBUILT_HERE = "it will be rebuilt in this format"
 
 
 @dataclass(frozen=True)
@@ -199,7 +200,7 @@ class PrefixStates:
             if isinstance(exc, FileNotFoundError):
                 log.info("prefix state %s is gone (evicted?); prefilling instead", path)
             else:
-                log.warning("skipped the prefix state %s; prefilling instead", _reason(exc))
+                log.warning("skipped the prefix state %s; prefilling instead", one_line(exc))
             if not isinstance(exc, EngineError):
                 keep = isinstance(exc, FileNotFoundError) or (
                     isinstance(exc, StateFileError) and not exc.damaged
@@ -226,24 +227,16 @@ class PrefixStates:
     def _scan(self) -> None:
         """Index the files that check out (after applying the disk limit)."""
         self._enforce_disk_limit()
-        for path in sorted(self.root.glob(f"*{SUFFIX}")):
-            digest = path.name[: -len(SUFFIX)]
-            try:
-                header = read_header(path)
-                if header.model_id != self.model_id:
-                    raise StateFileError(path, "belongs to another model", damaged=False)
-                if _digest(header.tokens) != digest or not len(header.tokens):
-                    raise StateFileError(path, "its name does not match its tokens", damaged=True)
-                size = path.stat().st_size
-            except StateFileError as exc:
-                action = "deleted; it will be rebuilt" if exc.damaged else _REBUILT_HERE
-                log.warning("skipped the prefix state %s: %s; %s", path, exc.reason, action)
-                if exc.damaged:
-                    unlink(path)
-                continue
-            except OSError as exc:
-                log.warning("skipped the prefix state %s: %s", path, _reason(exc))
-                continue
+
+        def check(path: Path, header: StateHeader) -> None:
+            if header.model_id != self.model_id:
+                raise StateFileError(path, "belongs to another model", damaged=False)
+            if _digest(header.tokens) != path.name[: -len(SUFFIX)] or not len(header.tokens):
+                raise StateFileError(path, "its name does not match its tokens", damaged=True)
+
+        files = sorted(self.root.glob(f"*{SUFFIX}"))
+        for path, header, st in checked_headers(files, check, "prefix state", log):
+            digest, size = path.name[: -len(SUFFIX)], st.st_size
             n = len(header.tokens)
             self._entries[digest] = PrefixEntry(path.name, n, size, digest, header.session)
             self._tokens[digest] = header.tokens
@@ -261,8 +254,3 @@ def _extend(engine: Engine, seq: int, tokens: list[int]) -> None:
     if keep < len(tokens):
         engine.prefill(seq, tokens[keep:], start=keep, logits_last=False)
     engine.seq_tokens[seq] = list(tokens)
-
-
-def _reason(exc: BaseException) -> str:
-    text = str(exc).splitlines()[0] if str(exc) else ""
-    return text or type(exc).__name__

@@ -14,11 +14,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import mmap
 import os
 import struct
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -34,8 +35,10 @@ __all__ = [
     "VERSION",
     "StateFileError",
     "StateHeader",
+    "checked_headers",
     "mapped_state",
     "model_fingerprint",
+    "one_line",
     "read_header",
     "state_key",
     "touch",
@@ -189,3 +192,39 @@ def unlink(path: Path) -> None:
     """Delete a state file if it is there."""
     with contextlib.suppress(OSError):
         path.unlink(missing_ok=True)
+
+
+def one_line(exc: BaseException) -> str:
+    """One line saying what went wrong."""
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return text or type(exc).__name__
+
+
+def checked_headers(
+    paths: Iterable[Path],
+    check: Callable[[Path, StateHeader], None],
+    what: str,
+    log: logging.Logger,
+) -> Iterator[tuple[Path, StateHeader, os.stat_result]]:
+    """The headers of `paths` that read and pass `check` (which raises `StateFileError`),
+    with each file's stat. Each other file is skipped with one warning; a damaged one is
+    deleted (it will be rebuilt), a foreign or future one kept."""
+    for path in paths:
+        try:
+            header = read_header(path)
+            check(path, header)
+            st = path.stat()
+        except StateFileError as exc:
+            action = (
+                "deleted; it will be rebuilt"
+                if exc.damaged
+                else "it will be rebuilt in this format"
+            )
+            log.warning("skipped the %s %s: %s; %s", what, path, exc.reason, action)
+            if exc.damaged:
+                unlink(path)
+            continue
+        except OSError as exc:
+            log.warning("skipped the %s %s: %s", what, path, one_line(exc))
+            continue
+        yield path, header, st

@@ -58,9 +58,11 @@ from toolweave.native.states.prefill import PromptPrefill
 from toolweave.native.states.state_file import (
     SUFFIX,
     StateFileError,
+    StateHeader,
+    checked_headers,
     mapped_state,
     model_fingerprint,
-    read_header,
+    one_line,
     state_key,
     touch,
     unlink,
@@ -70,7 +72,6 @@ from toolweave.native.states.state_file import (
 __all__ = ["Checkpoint", "PrefillRecord", "StateStore", "store_costs"]
 
 log = logging.getLogger("toolweave.states")
-_REBUILT_HERE = "it will be rebuilt in this format"
 
 _SESSIONS_KEPT = 1024  # sessions whose last prompt is remembered (for their divergence point)
 _RESTORE_TRIES = 3  # saved states tried per request when the chosen one proves unusable
@@ -404,7 +405,7 @@ class StateStore:
                     if isinstance(exc, FileNotFoundError):
                         log.info("state %s is gone (evicted?); prefilling instead", entry.key)
                     else:
-                        log.warning("skipped the state file %s; it will be rebuilt", _reason(exc))
+                        log.warning("skipped the state file %s; it will be rebuilt", one_line(exc))
                     if isinstance(exc, StateFileError) and not exc.damaged:
                         self._entries.pop(entry.key, None)  # not damaged: not ours to delete
                     else:
@@ -678,22 +679,14 @@ class StateStore:
         if self.directory is None:
             return
         self._enforce_disk_limit()
-        for path in sorted(self.directory.glob(f"*{SUFFIX}")):
+
+        def check(path: Path, header: StateHeader) -> None:
+            if state_key(header.model_id, header.tokens) != path.name[: -len(SUFFIX)]:
+                raise StateFileError(path, "its name does not match its tokens", damaged=True)
+
+        files = sorted(self.directory.glob(f"*{SUFFIX}"))
+        for path, header, st in checked_headers(files, check, "state file", log):
             key = path.name[: -len(SUFFIX)]
-            try:
-                header = read_header(path)
-                if state_key(header.model_id, header.tokens) != key:
-                    raise StateFileError(path, "its name does not match its tokens", damaged=True)
-                st = path.stat()
-            except StateFileError as exc:
-                action = "deleted; it will be rebuilt" if exc.damaged else _REBUILT_HERE
-                log.warning("skipped the state file %s: %s; %s", path, exc.reason, action)
-                if exc.damaged:
-                    unlink(path)
-                continue
-            except OSError as exc:
-                log.warning("skipped %s: %s", path, _reason(exc))
-                continue
             self._entries[key] = _Entry(
                 key=key,
                 model_id=header.model_id,
@@ -704,9 +697,3 @@ class StateStore:
                 path=path,
                 file_bytes=st.st_size,
             )
-
-
-def _reason(exc: BaseException) -> str:
-    """One line saying what went wrong."""
-    text = str(exc).splitlines()[0] if str(exc) else ""
-    return text or type(exc).__name__
