@@ -3,7 +3,9 @@
 `RunTrace` receives the events of the chat model (decoding phases) and of the agent
 middleware (tool starts and finishes), stamps each with the seconds since the run
 began, keeps them for `--json`, and prints one line per event as it happens.
-Callbacks arrive from decoder and tool threads, so printing is serialised.
+Callbacks arrive from decoder and tool threads, so printing is serialised. An MCP
+tool's progress notifications (`progress`, the hub's ``progress`` callback) print one
+short line each, at most one a `PROGRESS_INTERVAL` per tool besides the last.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -41,7 +43,13 @@ from toolweave.events import (
 )
 from toolweave.toolspec import ToolCall
 
-__all__ = ["RunTrace"]
+if TYPE_CHECKING:
+    from toolweave.adapters.mcp.progress import ProgressUpdate
+
+__all__ = ["PROGRESS_INTERVAL", "RunTrace"]
+
+#: Fewest seconds between two printed progress lines of one tool (the last always prints).
+PROGRESS_INTERVAL = 0.5
 
 
 def _call_text(call: ToolCall) -> str:
@@ -65,6 +73,7 @@ class RunTrace:
         self._messages = 0
         self._cache: PromptCacheEvent | None = None  # the state store's prefill, if any
         self._explained: set[int] = set()  # tasks of this round whose outcome was shown
+        self._progress_shown: dict[str, float] = {}  # tool -> when its progress last printed
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.t0
@@ -80,6 +89,28 @@ class RunTrace:
     def note(self, text: str) -> None:
         """A free-form phase line (servers started, tools selected, ...)."""
         self(Note(text))
+
+    def progress(self, update: ProgressUpdate) -> None:
+        """An MCP tool's progress notification: recorded, and printed as one line."""
+        with self._lock:
+            t = self.elapsed()
+            self.events.append(
+                {
+                    "t": round(t, 4),
+                    "kind": "tool_progress",
+                    "server": update.server,
+                    "tool": update.tool,
+                    "progress": update.progress,
+                    "total": update.total,
+                    "message": update.message,
+                }
+            )
+            last = self._progress_shown.get(update.tool)
+            final = update.total is not None and update.progress >= update.total
+            if self.quiet or (last is not None and t - last < PROGRESS_INTERVAL and not final):
+                return
+            self._progress_shown[update.tool] = t
+            self.console.print(f"[dim]{t:7.2f}s[/dim]   progress: {escape(update.line())}")
 
     def prompt(self, question: str) -> None:
         """Print a question for the user (even when quiet), without a newline."""

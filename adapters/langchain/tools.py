@@ -31,6 +31,13 @@ Hint keys: ``title``, ``readOnlyHint``, ``destructiveHint``, ``idempotentHint``,
 `to_langchain` writes the annotations back at the top level of ``metadata`` (shape 1,
 camelCase) and adds ``metadata["toolweave"] = {"read_only": spec.read_only, "source":
 tool.source}``. A `Tool` made by `from_langchain` converts back to the same object.
+
+Results travel as ``langchain-mcp-adapters`` shapes them: the artifact is
+``{"structured_content": ...}`` (`ARTIFACT_KEY`) when the tool returned structured
+content, else None; a result with images, audio or binary resources (an MCP result's
+``blocks``) has a list of standard content blocks as its content: the observation text
+first, then the image, audio and file blocks with their data. `from_langchain` reads
+such an artifact back as the structured content.
 """
 
 from __future__ import annotations
@@ -57,7 +64,19 @@ from toolweave.readonly import DECIDED_KEY, DEFAULTED_KEY
 from toolweave.tools import Tool, ToolResult
 from toolweave.toolspec import ToolSpec
 
-__all__ = ["READ_ONLY_TAGS", "annotations_from_langchain", "from_langchain", "to_langchain"]
+__all__ = [
+    "ARTIFACT_KEY",
+    "READ_ONLY_TAGS",
+    "annotations_from_langchain",
+    "from_langchain",
+    "to_langchain",
+    "tool_message_content",
+]
+
+#: The artifact's key for a tool's structured content (langchain-mcp-adapters' shape).
+ARTIFACT_KEY = "structured_content"
+#: Content blocks passed on beside the observation text (they carry binary data or links).
+_DATA_BLOCKS = frozenset({"image", "audio", "file", "video"})
 
 _T = TypeVar("_T")
 
@@ -146,11 +165,14 @@ def annotations_from_langchain(tool: BaseTool) -> dict[str, Any]:
     return hints
 
 
-def to_langchain(tool: Tool) -> BaseTool:
+def to_langchain(tool: Tool, *, content_blocks: bool = True) -> BaseTool:
     """A `StructuredTool` that runs ``tool``; the original object if ``tool`` came from one.
 
-    Results are ``content_and_artifact``: the observation text is the content, the
-    structured content (if any) the artifact, so agents keep it on ``ToolMessage``.
+    Results are ``content_and_artifact``: the content is the observation text (or,
+    with images, audio or files, `tool_message_content`'s blocks), the artifact
+    ``{"structured_content": ...}`` when there is structured content, so agents keep
+    both on ``ToolMessage``. ``content_blocks=False`` keeps the content to the text
+    alone (its bracketed lines describe the binary data), for a text-only model.
     Error results raise `ToolException`, which ``handle_tool_error=True`` turns into an
     error observation (``status="error"``) instead of a crash.
     """
@@ -158,13 +180,15 @@ def to_langchain(tool: Tool) -> BaseTool:
         return tool.origin
     spec = tool.spec
 
-    async def call(**arguments: Any) -> tuple[str, Any]:
+    async def call(**arguments: Any) -> tuple[str | list[dict[str, Any]], Any]:
         result = await tool.run(arguments)
         if result.is_error:
             raise ToolException(result.text)
-        return result.observation(), result.structured
+        artifact = None if result.structured is None else {ARTIFACT_KEY: result.structured}
+        content = tool_message_content(result) if content_blocks else result.observation()
+        return content, artifact
 
-    def call_sync(**arguments: Any) -> tuple[str, Any]:
+    def call_sync(**arguments: Any) -> tuple[str | list[dict[str, Any]], Any]:
         return _run_blocking(lambda: call(**arguments))
 
     metadata: dict[str, Any] = {key: spec.annotations[key] for key in spec.annotations}
@@ -179,6 +203,18 @@ def to_langchain(tool: Tool) -> BaseTool:
         metadata=metadata,
         handle_tool_error=True,
     )
+
+
+def tool_message_content(result: ToolResult) -> str | list[dict[str, Any]]:
+    """A ``ToolMessage`` content for ``result``: its observation text, or when it has
+    image, audio or file blocks (an MCP result's ``blocks``), a text block with that
+    text followed by those blocks."""
+    text = result.observation()
+    blocks = getattr(result, "blocks", ())
+    data = [dict(block) for block in blocks if block.get("type") in _DATA_BLOCKS]
+    if not data:
+        return text
+    return [{"type": "text", "text": text}, *data]
 
 
 class _ToolweaveTool(StructuredTool):
@@ -247,7 +283,10 @@ def _result(output: Any) -> ToolResult:
         text = str(output.text)
         if not text and not isinstance(output.content, str):
             text = _json(output.content)
-        return ToolResult(text=text, structured=output.artifact, is_error=output.status == "error")
+        artifact = output.artifact
+        if isinstance(artifact, Mapping) and set(artifact) == {ARTIFACT_KEY}:
+            artifact = artifact[ARTIFACT_KEY]  # the langchain-mcp-adapters shape
+        return ToolResult(text=text, structured=artifact, is_error=output.status == "error")
     if isinstance(output, ToolOutputMixin) or _is_output_list(output):
         # A LangGraph Command updates graph state: only a LangGraph agent can apply it.
         return ToolResult.error(

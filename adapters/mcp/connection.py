@@ -12,6 +12,11 @@ one. A call is never sent twice: a tool that is not read-only must not run twice
 A result whose structured content breaks the tool's ``outputSchema`` is an answer, not
 a broken session: it comes back as an error `ToolResult` saying that the call ran, why
 the result does not fit and what it returned (capped), and the session stays up.
+
+Besides tools, a connection lists and reads resources and lists and gets prompts (each
+request bounded by ``call_timeout``, listings by `MAX_TOOL_PAGES` pages), passes a
+call's progress notifications to a callback, and answers the server's sampling
+requests with the SDK sampling callback it was given.
 """
 
 from __future__ import annotations
@@ -20,17 +25,22 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import IO, Any, Protocol, Self
+from typing import IO, Any, Protocol, Self, TypeVar
 
 import anyio
+import httpx2
 import mcp_types
 from anyio.abc import TaskGroup
 from mcp import Client, MCPError, StdioServerParameters, stdio_client
+from mcp.client.session import SamplingFnT
+from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.message import SessionMessage
 from mcp_types import CONNECTION_CLOSED
 
@@ -43,10 +53,15 @@ __all__ = ["MCPConnection", "open_connection"]
 
 logger = logging.getLogger(__name__)
 
+_T = TypeVar("_T")
+_PageT = TypeVar("_PageT", mcp_types.ListResourcesResult, mcp_types.ListPromptsResult)
+
 #: A server listing more pages of tools than this is treated as broken.
 MAX_TOOL_PAGES = 100
 #: How long a session gets to shut down (the SDK escalates stdin close, SIGTERM, SIGKILL).
 CLOSE_TIMEOUT = 10.0
+#: How long an HTTP stream may stay silent before the connection counts as lost.
+HTTP_READ_TIMEOUT = 300.0
 
 
 class MCPConnection:
@@ -57,9 +72,16 @@ class MCPConnection:
     stand-alone use, `open_connection` provides one.
     """
 
-    def __init__(self, config: ServerConfig, task_group: TaskGroup) -> None:
+    def __init__(
+        self,
+        config: ServerConfig,
+        task_group: TaskGroup,
+        *,
+        sampling: SamplingFnT | None = None,
+    ) -> None:
         self.config = config
         self._task_group = task_group
+        self._sampling = sampling
         self._lock = anyio.Lock()
         self._current: _Session | None = None
         self._sessions: set[_Session] = set()
@@ -87,8 +109,17 @@ class MCPConnection:
             session.tools = await self._walk_pages(session, client)
         return list(session.tools)
 
-    async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None) -> ToolResult:
-        """Call tool ``name`` once; every failure comes back as an error `ToolResult`."""
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        progress: ProgressFnT | None = None,
+    ) -> ToolResult:
+        """Call tool ``name`` once; every failure comes back as an error `ToolResult`.
+
+        ``progress`` receives the server's progress notifications for this call.
+        """
         try:
             session, client = await self._session()
         except ToolServerError as exc:
@@ -101,7 +132,9 @@ class MCPConnection:
                 # The raw request, not Client.call_tool (it may resend a call) nor the
                 # session's call_tool (it raises on a result that breaks the tool's output
                 # schema, losing a result whose side effects already happened).
-                result = await client.session.send_request(request, mcp_types.CallToolResult)
+                result = await client.session.send_request(
+                    request, mcp_types.CallToolResult, progress_callback=progress
+                )
         except Exception as exc:
             return ToolResult.error(
                 str(ToolServerError(self.name, self._failure(session, name, exc)))
@@ -117,7 +150,7 @@ class MCPConnection:
         ran, why the result does not fit, and what it returned. The session stays up:
         the server answered the protocol correctly, and the call is never sent again.
         """
-        converted = tool_result(result, self.config.max_output_chars)
+        converted = tool_result(result, self.config.max_output_chars, self.config.max_content_bytes)
         if result.is_error:
             return converted
         try:
@@ -139,6 +172,70 @@ class MCPConnection:
             )
             return ToolResult.error(str(ToolServerError(self.name, problem)))
         return converted
+
+    async def list_resources(self) -> list[mcp_types.Resource]:
+        """The server's resources (every page); none when it offers no resources."""
+        _, client = await self._session()
+        if client.server_capabilities.resources is None:
+            return []
+        pages = await self._pages(
+            "resources/list", lambda cursor: client.list_resources(cursor=cursor)
+        )
+        return [item for page in pages for item in page.resources]
+
+    async def read_resource(self, uri: str) -> mcp_types.ReadResourceResult:
+        """The contents of resource ``uri``; `ToolServerError` when it cannot be read."""
+        return await self._request(
+            "resources/read", lambda client: client.read_resource(uri, cache_mode="bypass")
+        )
+
+    async def list_prompts(self) -> list[mcp_types.Prompt]:
+        """The server's prompts (every page); none when it offers no prompts."""
+        _, client = await self._session()
+        if client.server_capabilities.prompts is None:
+            return []
+        pages = await self._pages("prompts/list", lambda cursor: client.list_prompts(cursor=cursor))
+        return [item for page in pages for item in page.prompts]
+
+    async def get_prompt(
+        self, name: str, arguments: Mapping[str, str] | None = None
+    ) -> mcp_types.GetPromptResult:
+        """Prompt ``name`` filled with ``arguments``; `ToolServerError` on failure."""
+        values = {str(k): str(v) for k, v in (arguments or {}).items()}
+        return await self._request(
+            "prompts/get", lambda client: client.get_prompt(name, values or None)
+        )
+
+    async def _request(self, what: str, send: Callable[[Client], Awaitable[_T]]) -> _T:
+        """One request on the live session, bounded by ``call_timeout``."""
+        session, client = await self._session()
+        try:
+            with anyio.fail_after(self.config.call_timeout):
+                return await send(client)
+        except Exception as exc:
+            raise ToolServerError(self.name, self._failure(session, what, exc)) from exc
+
+    async def _pages(
+        self, what: str, fetch: Callable[[str | None], Awaitable[_PageT]]
+    ) -> list[_PageT]:
+        """Every page of a paginated listing, at most `MAX_TOOL_PAGES` of them."""
+        pages: list[_PageT] = []
+        cursor: str | None = None
+        seen: set[str] = set()
+        for _ in range(MAX_TOOL_PAGES):
+
+            async def send(_client: Client, at: str | None = cursor) -> _PageT:
+                return await fetch(at)
+
+            page = await self._request(what, send)
+            pages.append(page)
+            cursor = page.next_cursor
+            if cursor is None:
+                return pages
+            if cursor in seen:
+                raise ToolServerError(self.name, f"{what} pagination repeats a cursor")
+            seen.add(cursor)
+        raise ToolServerError(self.name, f"{what} lists more than {MAX_TOOL_PAGES} pages")
 
     async def aclose(self) -> None:
         """Stop every session of this server and wait for them (bounded)."""
@@ -208,7 +305,10 @@ class MCPConnection:
         """Hold one session's contexts, from start until it is told to stop."""
         try:
             with session.scope:
-                async with Client(self._transport(session), cache=None) as client:
+                client = Client(
+                    self._transport(session), cache=None, sampling_callback=self._sampling
+                )
+                async with client:
                     session.client = client
                     session.ready.set()
                     await session.stopped.wait()
@@ -227,23 +327,63 @@ class MCPConnection:
         """The SDK transport, with its read side watched so a vanished server stops the session."""
         config = self.config
         if config.url:
-            transport = streamable_http_client(config.url)
             gone = "the server closed the connection"
-        else:
-            # Closed by the session's owner when the session ends (see _Session.close_stderr).
-            session.stderr = tempfile.TemporaryFile(  # noqa: SIM115
-                "w+", encoding="utf-8", errors="replace"
-            )
-            params = StdioServerParameters(
-                command=config.command[0],
-                args=list(config.command[1:]),
-                env=dict(config.env) if config.env else None,
-                cwd=config.cwd,
-            )
-            transport = stdio_client(params, errlog=session.stderr)
-            gone = "the server process exited"
-        async with transport as (read_stream, write_stream):
-            yield _WatchedReadStream(read_stream, lambda: session.stop(gone)), write_stream
+            async with self._http_transport(session) as (read_stream, write_stream):
+                yield _WatchedReadStream(read_stream, lambda: session.stop(gone)), write_stream
+            return
+        # Closed by the session's owner when the session ends (see _Session.close_stderr).
+        session.stderr = tempfile.TemporaryFile(  # noqa: SIM115
+            "w+", encoding="utf-8", errors="replace"
+        )
+        params = StdioServerParameters(
+            command=config.command[0],
+            args=list(config.command[1:]),
+            env=dict(config.env) if config.env else None,
+            cwd=config.cwd,
+        )
+        exited = "the server process exited"
+        async with stdio_client(params, errlog=session.stderr) as (read_stream, write_stream):
+            yield _WatchedReadStream(read_stream, lambda: session.stop(exited)), write_stream
+
+    @asynccontextmanager
+    async def _http_transport(self, session: _Session) -> AsyncIterator[tuple[Any, Any]]:
+        """Streamable HTTP or SSE, with the config's headers and auth, bounded waits.
+
+        The last HTTP error status is kept on the session: the SDK reports a refused
+        request without it, and "401 Unauthorized" is what a user needs to read.
+        """
+        config = self.config
+        assert config.url is not None
+
+        async def note_status(response: httpx2.Response) -> None:
+            if response.status_code >= 400:
+                session.http_status = f"HTTP {response.status_code} {response.reason_phrase}"
+
+        def client(
+            headers: dict[str, str] | None = None,
+            timeout: httpx2.Timeout | None = None,
+            auth: httpx2.Auth | None = None,
+        ) -> httpx2.AsyncClient:
+            http = create_mcp_http_client(headers=headers, timeout=timeout, auth=auth)
+            http.event_hooks["response"].append(note_status)
+            return http
+
+        headers = dict(config.headers) if config.headers else None
+        if config.transport == "sse":
+            async with sse_client(
+                config.url,
+                headers=headers,
+                timeout=config.connect_timeout,
+                sse_read_timeout=HTTP_READ_TIMEOUT,
+                httpx_client_factory=client,
+                auth=config.auth,
+            ) as streams:
+                yield streams
+            return
+        timeout = httpx2.Timeout(config.connect_timeout, read=HTTP_READ_TIMEOUT)
+        http = client(headers=headers, timeout=timeout, auth=config.auth)
+        async with http, streamable_http_client(config.url, http_client=http) as streams:
+            yield streams
 
     def _failure(self, session: _Session, request: str, exc: Exception) -> str:
         """Describe why ``request`` failed and stop the session unless it is still usable."""
@@ -296,6 +436,7 @@ class _Session:
     reason: str | None = None
     stderr: IO[str] | None = None
     stderr_tail: str = ""
+    http_status: str | None = None
 
     def stop(self, reason: str) -> None:
         """Ask the owning task to leave the contexts; the first reason given is kept."""
@@ -372,6 +513,8 @@ async def _finish(session: _Session) -> None:
 
 
 def _stderr_note(session: _Session) -> str:
+    if session.http_status is not None:
+        return f"; the server answered {session.http_status}"
     tail = _read_tail(session.stderr) if session.stderr is not None else session.stderr_tail
     return f"; its last words on stderr: {tail}" if tail else ""
 

@@ -1,38 +1,32 @@
 """MCP types to toolweave types: tool definitions to `ToolSpec`, call results to `ToolResult`.
 
 Pure conversion, no I/O. Everything a server sends is untrusted: names that are not
-valid tool names are rewritten, text is capped, and content we cannot show the model
-(images, audio, binary resources) is described in one bracketed line instead.
+valid tool names are rewritten, text is capped. A result keeps every content block as a
+LangChain standard block (`MCPToolResult.blocks`, see `content`); the text the model
+reads describes images, audio and binary resources in one bracketed line each.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import mcp_types
-from mcp_types import (
-    AudioContent,
-    BlobResourceContents,
-    CallToolResult,
-    ContentBlock,
-    EmbeddedResource,
-    ImageContent,
-    ResourceLink,
-    TextContent,
-    TextResourceContents,
-)
+from mcp_types import CallToolResult, ContentBlock
 
+from toolweave.adapters.mcp.content import Block, block_text, content_blocks
 from toolweave.readonly import DEFAULTED_KEY, ReadOnlyDecision, classify_tool
 from toolweave.tools import ToolResult
 from toolweave.toolspec import ToolSpec
 
 __all__ = [
     "DEFAULTED_KEY",
+    "DEFAULT_MAX_CONTENT_BYTES",
     "DEFAULT_MAX_OUTPUT_CHARS",
     "HINT_DEFAULTS",
+    "MCPToolResult",
     "describe_content",
     "safe_tool_name",
     "spec_and_decision",
@@ -43,6 +37,8 @@ __all__ = [
 
 #: Longest tool output (text, or structured content as JSON) passed on to the model.
 DEFAULT_MAX_OUTPUT_CHARS = 20_000
+#: Most bytes of images, audio and binary resources (decoded) one result keeps.
+DEFAULT_MAX_CONTENT_BYTES = 10_000_000
 
 #: The MCP specification's value for each behaviour hint a server leaves unset.
 HINT_DEFAULTS: dict[str, bool] = {
@@ -119,12 +115,37 @@ def spec_and_decision(
     return spec, replace(decision, name=exposed)
 
 
-def tool_result(result: CallToolResult, max_chars: int = DEFAULT_MAX_OUTPUT_CHARS) -> ToolResult:
-    """Convert a call result: text blocks joined, other content described, output capped.
+@dataclass(frozen=True, eq=False)
+class MCPToolResult(ToolResult):
+    """A `ToolResult` from an MCP server that keeps the server's content blocks.
+
+    ``blocks`` are LangChain standard content blocks (`toolweave.adapters.mcp.content`):
+    images, audio and resources with their data. ``text`` is what the model reads. It
+    equals any `ToolResult` with the same text, structured content and error flag.
+    """
+
+    blocks: tuple[Block, ...] = field(default=(), repr=False)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ToolResult):
+            return NotImplemented
+        mine = (self.text, self.structured, self.is_error)
+        return mine == (other.text, other.structured, other.is_error)
+
+    __hash__ = ToolResult.__hash__
+
+
+def tool_result(
+    result: CallToolResult,
+    max_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+    max_bytes: int = DEFAULT_MAX_CONTENT_BYTES,
+) -> MCPToolResult:
+    """Convert a call result: blocks kept (binary data capped), text joined and capped.
 
     An ``is_error`` result becomes an error observation the model can read.
     """
-    text = "\n".join(describe_content(block) for block in result.content)
+    blocks = content_blocks(result.content, max_bytes)
+    text = "\n".join(block_text(block) for block in blocks)
     structured = result.structured_content
     if structured is not None:
         size = len(json.dumps(structured, ensure_ascii=False, default=str))
@@ -133,35 +154,14 @@ def tool_result(result: CallToolResult, max_chars: int = DEFAULT_MAX_OUTPUT_CHAR
             text += f"\n[structured content of {size} characters left out: too long]"
     text = _cap(text.strip("\n"), max_chars)
     if result.is_error:
-        return ToolResult(
-            text=text or "the tool reported an error without a message", is_error=True
-        )
-    return ToolResult(text=text, structured=structured)
+        text = text or "the tool reported an error without a message"
+        return MCPToolResult(text=text, is_error=True, blocks=tuple(blocks))
+    return MCPToolResult(text=text, structured=structured, blocks=tuple(blocks))
 
 
 def describe_content(block: ContentBlock) -> str:
     """Text for one content block; non-text content in one bracketed line."""
-    if isinstance(block, TextContent):
-        return block.text
-    if isinstance(block, ImageContent | AudioContent):
-        return f"[{block.type} {block.mime_type}, {_decoded_size(block.data)} bytes]"
-    if isinstance(block, ResourceLink):
-        kind = f", {block.mime_type}" if block.mime_type else ""
-        return f"[resource link {block.name}: {block.uri}{kind}]"
-    if isinstance(block, EmbeddedResource):
-        resource = block.resource
-        if isinstance(resource, TextResourceContents):
-            return resource.text
-        if isinstance(resource, BlobResourceContents):
-            kind = resource.mime_type or "binary"
-            return f"[resource {resource.uri}: {kind}, {_decoded_size(resource.blob)} bytes]"
-    return f"[unsupported content of type {getattr(block, 'type', type(block).__name__)!r}]"
-
-
-def _decoded_size(data: str) -> int:
-    """Bytes a base64 string decodes to, without decoding it."""
-    stripped = data.strip()
-    return max(0, len(stripped) * 3 // 4 - stripped[-2:].count("="))
+    return block_text(content_blocks([block], DEFAULT_MAX_CONTENT_BYTES)[0])
 
 
 def _cap(text: str, max_chars: int) -> str:

@@ -13,6 +13,11 @@ given the same name explicitly raise `ServerNameError`.
 Which tools are read-only is decided per tool on the server's own tool name (before
 renaming), with each server's ``trust_annotations``, then ``read_only_overrides``
 (keyed by exposed name) win; see docs/read-only.md.
+
+Resources and prompts are named by server (`ResourceInfo.server`, `PromptInfo.qualified`
+is ``server/name``). ``progress`` receives every call's progress notifications (a call
+may add its own callback), and ``sampling`` answers the servers' sampling requests
+(`toolweave.adapters.mcp.sampling`); both are optional. See docs/mcp.md.
 """
 
 from __future__ import annotations
@@ -20,15 +25,16 @@ from __future__ import annotations
 import asyncio
 import atexit
 import logging
+import os
 import threading
 import weakref
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from contextlib import suppress
 from dataclasses import replace
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -36,9 +42,21 @@ import mcp_types
 from anyio.abc import TaskGroup, TaskStatus
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
+from toolweave.adapters.mcp.catalog import (
+    PromptInfo,
+    PromptMessage,
+    ResourceContents,
+    ResourceInfo,
+    prompt_info,
+    prompt_messages,
+    resource_contents,
+    resource_info,
+)
 from toolweave.adapters.mcp.config import ServerConfig
-from toolweave.adapters.mcp.connection import CLOSE_TIMEOUT, MCPConnection
+from toolweave.adapters.mcp.connection import CLOSE_TIMEOUT, MAX_TOOL_PAGES, MCPConnection
 from toolweave.adapters.mcp.convert import safe_tool_name, spec_and_decision
+from toolweave.adapters.mcp.progress import ProgressCallback, sdk_progress_callback
+from toolweave.adapters.mcp.sampling import SamplingCallback, sdk_sampling_callback
 from toolweave.errors import ToolServerError, ToolSpecError
 from toolweave.readonly import ReadOnlyDecision, check_overrides
 from toolweave.tools import Tool, ToolResult, ToolRunner
@@ -49,6 +67,10 @@ logger = logging.getLogger(__name__)
 
 #: Slack on top of a server's own timeouts before a caller stops waiting for the hub.
 _WAIT_MARGIN = 10.0
+
+_T = TypeVar("_T")
+#: Pages a resource or prompt listing may take, for the bound on waiting for it.
+MAX_LISTING_PAGES = MAX_TOOL_PAGES
 
 
 class ServerNameError(ToolServerError, ValueError):
@@ -66,6 +88,11 @@ class MCPHub:
     ``read_only_overrides`` maps exposed tool names to a forced read-only answer; a
     name that is no tool raises `ToolSpecError`, or is logged as a warning when a
     server was skipped or on a ``refresh`` (the tool may come back).
+
+    ``progress`` is called with a `ProgressUpdate` for each progress notification of
+    any call (on the hub's thread: keep it quick). ``sampling`` answers the servers'
+    ``sampling/createMessage`` requests (see `chat_model_sampler`); without it the hub
+    does not offer sampling and servers cannot ask.
     """
 
     def __init__(
@@ -74,11 +101,17 @@ class MCPHub:
         *,
         skip_failed: bool = False,
         read_only_overrides: Mapping[str, bool] | None = None,
+        progress: ProgressCallback | None = None,
+        sampling: SamplingCallback | None = None,
     ) -> None:
         configs = unique_server_names(
             [s if isinstance(s, ServerConfig) else ServerConfig.parse(s) for s in servers]
         )
         self._configs = {config.name: config for config in configs}
+        self._progress = progress
+        self._sampling = sampling
+        self._resource_servers: dict[str, str] = {}
+        self._prompt_servers: dict[str, list[str]] = {}
         self._overrides = {name: bool(value) for name, value in (read_only_overrides or {}).items()}
         self._decisions: dict[str, ReadOnlyDecision] = {}
         self._connections: dict[str, MCPConnection] = {}
@@ -106,12 +139,30 @@ class MCPHub:
         *,
         skip_failed: bool = False,
         read_only_overrides: Mapping[str, bool] | None = None,
+        progress: ProgressCallback | None = None,
+        sampling: SamplingCallback | None = None,
     ) -> MCPHub:
         """Start a hub without blocking the caller's event loop."""
         configs = list(servers)
         return await anyio.to_thread.run_sync(
-            lambda: cls(configs, skip_failed=skip_failed, read_only_overrides=read_only_overrides)
+            lambda: cls(
+                configs,
+                skip_failed=skip_failed,
+                read_only_overrides=read_only_overrides,
+                progress=progress,
+                sampling=sampling,
+            )
         )
+
+    @classmethod
+    def from_config_file(cls, path: str | os.PathLike[str], **options: Any) -> MCPHub:
+        """A hub for the servers of an ``mcpServers`` file (`load_mcp_config`).
+
+        ``options`` are the other `MCPHub` arguments (``skip_failed``, ``sampling``, ...).
+        """
+        from toolweave.adapters.mcp.config_file import load_mcp_config
+
+        return cls(load_mcp_config(path), **options)
 
     @property
     def servers(self) -> tuple[str, ...]:
@@ -142,26 +193,98 @@ class MCPHub:
                 return tool
         raise KeyError(name)
 
-    def call(self, name: str, arguments: Mapping[str, Any] | None = None) -> ToolResult:
+    def call(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        progress: ProgressCallback | None = None,
+    ) -> ToolResult:
         """Run tool ``name`` and wait for its result (blocking; never call from the hub's loop).
 
         Tool failures, timeouts, crashed servers and unknown names come back as error
-        results; only a closed hub raises (`ToolServerError`).
+        results; only a closed hub raises (`ToolServerError`). ``progress`` receives this
+        call's progress notifications, besides the hub's own callback.
         """
-        future = self._submit(name, arguments)
+        future = self._submit(name, arguments, progress)
         try:
             return future.result(timeout=self._wait_bound(name))
         except TimeoutError:
             future.cancel()
             return ToolResult.error(self._no_answer(name))
 
-    async def acall(self, name: str, arguments: Mapping[str, Any] | None = None) -> ToolResult:
+    async def acall(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        progress: ProgressCallback | None = None,
+    ) -> ToolResult:
         """`call` for asyncio code: awaitable from any running asyncio event loop."""
-        future = self._submit(name, arguments)
+        future = self._submit(name, arguments, progress)
         try:
             return await asyncio.wait_for(asyncio.wrap_future(future), self._wait_bound(name))
         except TimeoutError:
             return ToolResult.error(self._no_answer(name))
+
+    def list_resources(self) -> list[ResourceInfo]:
+        """Every server's resources (servers without resources add none); blocking, bounded.
+
+        Raises `ToolServerError` when a server cannot list them.
+        """
+        listed = self._blocking(self._list_resources, pages=True)
+        self._resource_servers = {}
+        for item in listed:
+            self._resource_servers.setdefault(item.uri, item.server)
+        return listed
+
+    def read_resource(self, uri: str, *, server: str | None = None) -> ResourceContents:
+        """The contents of resource ``uri`` of ``server`` (default: the server that listed
+        it in `list_resources`, or the only server); blocking, bounded.
+
+        Raises `ToolServerError` when it cannot be read, `KeyError` for an unknown server.
+        """
+        name = server or self._resource_servers.get(uri) or self._only_server("resource", uri)
+        connection = self._connection(name)
+        config = self._configs[name]
+
+        async def read() -> ResourceContents:
+            result = await connection.read_resource(uri)
+            return resource_contents(name, uri, result, config.max_content_bytes)
+
+        return self._blocking(read, server=name)
+
+    def list_prompts(self) -> list[PromptInfo]:
+        """Every server's prompts (servers without prompts add none); blocking, bounded.
+
+        Raises `ToolServerError` when a server cannot list them.
+        """
+        listed = self._blocking(self._list_prompts, pages=True)
+        self._prompt_servers = {}
+        for item in listed:
+            self._prompt_servers.setdefault(item.name, []).append(item.server)
+        return listed
+
+    def get_prompt(
+        self, name: str, arguments: Mapping[str, str] | None = None
+    ) -> list[PromptMessage]:
+        """Prompt ``name`` (``server/prompt``, or a prompt name only one server has in
+        `list_prompts`, or any name when there is one server), filled with ``arguments``.
+
+        Raises `ToolServerError` when the server refuses or fails, `KeyError` when the
+        name names no server.
+        """
+        server, _, prompt = name.partition("/")
+        if not prompt or server not in self._configs:
+            server, prompt = self._prompt_server(name), name
+        connection = self._connection(server)
+        config = self._configs[server]
+
+        async def get() -> list[PromptMessage]:
+            result = await connection.get_prompt(prompt, arguments)
+            return prompt_messages(result, config.max_content_bytes)
+
+        return self._blocking(get, server=server)
 
     def close(self) -> None:
         """Stop every server and the hub's loop; waits for the processes (bounded)."""
@@ -222,7 +345,7 @@ class MCPHub:
         async def list_one(config: ServerConfig) -> None:
             connection = self._connections.get(config.name)
             if connection is None:
-                connection = MCPConnection(config, self._task_group)
+                connection = self._new_connection(config)
                 self._connections[config.name] = connection
             try:
                 listings[config.name] = await connection.list_tools(refresh=refresh)
@@ -278,19 +401,68 @@ class MCPHub:
                 decisions[exposed] = decision
         return tuple(tools), routes, decisions
 
+    def _new_connection(self, config: ServerConfig) -> MCPConnection:
+        sampling = None
+        if self._sampling is not None:
+            sampling = sdk_sampling_callback(
+                config.name, self._sampling, timeout=config.call_timeout
+            )
+        return MCPConnection(config, self._task_group, sampling=sampling)
+
+    async def _list_resources(self) -> list[ResourceInfo]:
+        found: dict[str, list[ResourceInfo]] = {}
+        errors: dict[str, ToolServerError] = {}
+
+        async def one(name: str, connection: MCPConnection) -> None:
+            try:
+                found[name] = [resource_info(name, r) for r in await connection.list_resources()]
+            except ToolServerError as exc:
+                errors[name] = exc
+
+        async with anyio.create_task_group() as group:
+            for name, connection in self._connections.items():
+                group.start_soon(one, name, connection)
+        if errors:
+            raise next(errors[name] for name in self._configs if name in errors)
+        return [item for name in self._configs for item in found.get(name, [])]
+
+    async def _list_prompts(self) -> list[PromptInfo]:
+        found: dict[str, list[PromptInfo]] = {}
+        errors: dict[str, ToolServerError] = {}
+
+        async def one(name: str, connection: MCPConnection) -> None:
+            try:
+                found[name] = [prompt_info(name, p) for p in await connection.list_prompts()]
+            except ToolServerError as exc:
+                errors[name] = exc
+
+        async with anyio.create_task_group() as group:
+            for name, connection in self._connections.items():
+                group.start_soon(one, name, connection)
+        if errors:
+            raise next(errors[name] for name in self._configs if name in errors)
+        return [item for name in self._configs for item in found.get(name, [])]
+
     def _runner(self, name: str) -> ToolRunner:
         async def run(arguments: Mapping[str, Any]) -> ToolResult:
             return await self.acall(name, arguments)
 
         return run
 
-    async def _dispatch(self, name: str, arguments: Mapping[str, Any] | None) -> ToolResult:
+    async def _dispatch(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        progress: ProgressCallback | None = None,
+    ) -> ToolResult:
         route = self._routes.get(name)
         if route is None:
             known = ", ".join(sorted(self._routes))
             return ToolResult.error(f"unknown tool {name!r}; the tools are: {known[:1000]}")
         server, tool = route
-        return await self._connections[server].call_tool(tool, arguments)
+        callbacks = [c for c in (self._progress, progress) if c is not None]
+        on_progress = sdk_progress_callback(server, name, *callbacks) if callbacks else None
+        return await self._connections[server].call_tool(tool, arguments, progress=on_progress)
 
     async def _shutdown(self) -> None:
         async with anyio.create_task_group() as group:
@@ -314,12 +486,61 @@ class MCPHub:
                 ", ".join(self._configs), "the servers did not list their tools in time"
             ) from None
 
-    def _submit(self, name: str, arguments: Mapping[str, Any] | None) -> Future[ToolResult]:
+    def _submit(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        progress: ProgressCallback | None = None,
+    ) -> Future[ToolResult]:
         self._check_open()
         try:
-            return self._portal.start_task_soon(self._dispatch, name, arguments)
+            return self._portal.start_task_soon(self._dispatch, name, arguments, progress)
         except RuntimeError as exc:  # the portal stopped under us
             raise ToolServerError(self._server_of(name), "the MCP hub is closed") from exc
+
+    def _blocking(
+        self,
+        make: Callable[[], Awaitable[_T]],
+        *,
+        server: str | None = None,
+        pages: bool = False,
+    ) -> _T:
+        """Run ``make()`` on the hub's loop and wait, bounded by the servers' timeouts."""
+        self._check_open()
+        configs = [self._configs[server]] if server else list(self._configs.values())
+        per_request = max((c.call_timeout for c in configs), default=0.0)
+        requests = MAX_LISTING_PAGES if pages else 1
+        connect = max((c.connect_timeout for c in configs), default=0.0)
+        who = server or ", ".join(self._configs)
+        try:
+            future = self._portal.start_task_soon(make)
+        except RuntimeError as exc:
+            raise ToolServerError(who, "the MCP hub is closed") from exc
+        try:
+            return future.result(timeout=connect + requests * per_request + _WAIT_MARGIN)
+        except TimeoutError:
+            future.cancel()
+            raise ToolServerError(who, "no answer from the MCP hub in time") from None
+
+    def _connection(self, server: str) -> MCPConnection:
+        connection = self._connections.get(server)
+        if connection is None:
+            known = ", ".join(self.servers)
+            raise KeyError(f"no MCP server {server!r}; the servers are: {known}")
+        return connection
+
+    def _only_server(self, what: str, name: str) -> str:
+        if len(self.servers) == 1:
+            return self.servers[0]
+        raise KeyError(f"which server has {what} {name!r}? give server= (or list them first)")
+
+    def _prompt_server(self, name: str) -> str:
+        servers = self._prompt_servers.get(name)
+        if servers and len(servers) == 1:
+            return servers[0]
+        if servers:
+            raise KeyError(f"prompt {name!r} is on {', '.join(servers)}: name it server/{name}")
+        return self._only_server("prompt", name)
 
     def _wait_bound(self, name: str) -> float:
         config = self._configs.get(self._server_of(name))

@@ -339,7 +339,7 @@ def test_to_langchain_invoke_and_ainvoke() -> None:
     assert isinstance(message, ToolMessage)
     assert (message.content, message.artifact, message.status) == (
         "sunny in Oslo",
-        {"temp": 21},
+        {"structured_content": {"temp": 21}},
         "success",
     )
     error = lc.invoke(
@@ -431,7 +431,7 @@ def test_converted_tool_runs_inside_create_agent() -> None:
     state = asyncio.run(agent.ainvoke({"messages": [{"role": "user", "content": "Oslo?"}]}))
     observations = [m for m in state["messages"] if isinstance(m, ToolMessage)]
     assert [(m.tool_call_id, m.content, m.artifact, m.status) for m in observations] == [
-        ("c1", "sunny in Oslo", {"temp": 21}, "success"),
+        ("c1", "sunny in Oslo", {"structured_content": {"temp": 21}}, "success"),
         ("c2", "unknown city Atlantis", None, "error"),
     ]
     assert state["messages"][-1].content == "It is sunny in Oslo."

@@ -7,6 +7,7 @@ raise, hang and crash; the bundled demo servers provide realistic, stateful tool
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import subprocess
@@ -16,11 +17,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
+import httpx2
 import pytest
 
 from toolweave.adapters.demo_servers import DEMO_SERVERS, STATE_ENV
 from toolweave.adapters.mcp.client import (
     HINT_DEFAULTS,
+    MCPConfigError,
     MCPHub,
     ServerConfig,
     assign_names,
@@ -29,7 +32,9 @@ from toolweave.adapters.mcp.client import (
 )
 from toolweave.errors import ToolServerError
 
-FAULTY = Path(__file__).resolve().parents[1] / "data" / "faulty_mcp_server.py"
+DATA = Path(__file__).resolve().parents[1] / "data"
+FAULTY = DATA / "faulty_mcp_server.py"
+BEARER = DATA / "bearer_http_server.py"
 FAULTY_TOOLS = [
     "echo",
     "pid",
@@ -364,3 +369,101 @@ def test_streamable_http_transport(tmp_path: Path) -> None:
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def wait_for_port(port: int, server: subprocess.Popen[bytes], seconds: float = 20) -> None:
+    deadline = time.monotonic() + seconds
+    while True:
+        with socket.socket() as attempt:
+            if attempt.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        assert time.monotonic() < deadline and server.poll() is None, "server did not start"
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def bearer_url() -> Iterator[str]:
+    """The loopback streamable-HTTP server that wants ``Authorization: Bearer s3cret``."""
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, str(BEARER), str(port), "s3cret"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port, server)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+class Bearer(httpx2.Auth):
+    def __init__(self, token: str) -> None:
+        self.token = token
+
+    def auth_flow(self, request: httpx2.Request) -> Iterator[httpx2.Request]:
+        request.headers["Authorization"] = f"Bearer {self.token}"
+        yield request
+
+
+def test_http_headers_reach_the_server(bearer_url: str) -> None:
+    headers = {"Authorization": "Bearer s3cret", "X-Client": "toolweave-test"}
+    config = ServerConfig(name="bearer", url=bearer_url, headers=headers, call_timeout=10)
+    assert "s3cret" not in repr(config)  # headers carry secrets: not shown
+    with MCPHub([config]) as hub:
+        assert hub.call("whoami", {}).structured == {"client": "toolweave-test"}
+
+
+def test_http_auth_object_and_a_refused_token(bearer_url: str) -> None:
+    config = ServerConfig(name="bearer", url=bearer_url, auth=Bearer("s3cret"), call_timeout=10)
+    with MCPHub([config]) as hub:
+        assert hub.call("whoami", {}).structured == {"client": None}
+    wrong = ServerConfig(
+        name="bearer", url=bearer_url, auth=Bearer("wrong"), connect_timeout=10, call_timeout=5
+    )
+    started = time.monotonic()
+    with pytest.raises(ToolServerError, match=r"bearer.*could not connect.*401") as caught:
+        MCPHub([wrong])
+    assert "\n" not in str(caught.value)
+    assert time.monotonic() - started < 15
+
+
+def test_config_file_with_two_stdio_servers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TW_TEST_STATE", str(tmp_path / "state"))
+    config = tmp_path / "mcp.json"
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    name: {
+                        "command": sys.executable,
+                        "args": ["-m", DEMO_SERVERS[name]],
+                        "env": {STATE_ENV: "${TW_TEST_STATE}"},
+                        "callTimeout": 10,
+                    }
+                    for name in ("notes", "weather")
+                }
+                | {"off": {"command": "does-not-exist", "disabled": True}}
+            }
+        ),
+        encoding="utf-8",
+    )
+    with MCPHub.from_config_file(config) as hub:
+        assert hub.servers == ("notes", "weather")
+        created = hub.call("create_note", {"title": "Seat", "body": "row F"})
+        assert not created.is_error
+        assert hub.call("geocode", {"city": "Tokyo"}).structured["country"] == "Japan"
+    assert any((tmp_path / "state").iterdir())  # the expanded variable reached the servers
+    monkeypatch.delenv("TW_TEST_STATE")
+    with pytest.raises(MCPConfigError, match=r"server 'notes'.*env.*TW_TEST_STATE is not set"):
+        MCPHub.from_config_file(config)
