@@ -29,6 +29,7 @@ from toolweave.native.learning import engine_learning
 from toolweave.native.numerics import engine_bound
 from toolweave.native.states.prefill import prefill_prompt
 from toolweave.prompting.chat_template import Message, tool_messages
+from toolweave.prompting.template_file import ChatTemplateError
 from toolweave.results import CallResult, CallStats, InvalidCall
 from toolweave.toolspec import ToolCall, ToolSpec
 
@@ -70,18 +71,26 @@ class ToolCaller:
         costs: CostTable | None = None,
         parallel_values: bool | None = None,
         forecast: bool = True,
+        chat_template: str | None = None,
     ) -> None:
+        """`chat_template` (a Jinja template's text) replaces the engine's chat template
+        for this caller's prompts, and picks the call format when `fmt` is None."""
         if not tools:
             raise ToolSpecError(None, "at least one tool is needed")
         names = [t.name for t in tools]
         if len(set(names)) != len(names):
             raise ToolSpecError(None, "duplicate tool names")
+        if chat_template is not None and not chat_template.strip():
+            raise ChatTemplateError("chat_template is empty: pass the template's text or None")
         self.engine = engine
+        self.chat_template: str | None = (
+            chat_template if chat_template is not None else engine.chat_template
+        )
         self.tools = tuple(tools)
         self.by_name = {t.name: t for t in self.tools}
         if isinstance(fmt, str):
             fmt = get_format(fmt)
-        self.fmt: CallFormat = fmt or format_for_chat_template(engine.chat_template)
+        self.fmt: CallFormat = fmt or format_for_chat_template(self.chat_template)
         self.max_calls = max_calls
         self.max_tokens = max_tokens
         self.system = system
@@ -106,11 +115,11 @@ class ToolCaller:
         return tool_messages(self.tools, self.fmt, request, system=self.system)
 
     def prompt_text(self, request: str | Sequence[Message]) -> str:
-        return chat_text(self.engine, self.messages(request))
+        return chat_text(self.engine, self.messages(request), template=self.chat_template)
 
     def prompt_tokens(self, request: str | Sequence[Message]) -> list[int]:
         """The prompt's tokens: the template's control tokens, every message as text."""
-        return chat_tokens(self.engine, self.messages(request))
+        return chat_tokens(self.engine, self.messages(request), template=self.chat_template)
 
     # ------------------------------------------------------------------ decoding
     def call(self, request: str | Sequence[Message], mode: str = "constrained") -> CallResult:

@@ -70,12 +70,16 @@ def control_strings(engine: Engine) -> ControlStrings:
 
 
 def chat_parts(
-    engine: Engine, messages: Sequence[Message], *, add_generation_prompt: bool = True
+    engine: Engine,
+    messages: Sequence[Message],
+    *,
+    add_generation_prompt: bool = True,
+    template: str | None = None,
 ) -> RenderedChat:
-    """`messages` rendered with the engine's chat template (ChatML when it has none),
-    cut into the template's control tokens and the messages' plain text."""
+    """`messages` rendered with `template` (None: the engine's chat template, ChatML when
+    it has none), cut into the template's control tokens and the messages' plain text."""
     return render_chat_parts(
-        engine.chat_template,
+        template if template is not None else engine.chat_template,
         messages,
         control_strings(engine),
         bos_token=engine.detokenize([engine.bos_token]) if engine.bos_token >= 0 else "",
@@ -85,10 +89,16 @@ def chat_parts(
 
 
 def chat_text(
-    engine: Engine, messages: Sequence[Message], *, add_generation_prompt: bool = True
+    engine: Engine,
+    messages: Sequence[Message],
+    *,
+    add_generation_prompt: bool = True,
+    template: str | None = None,
 ) -> str:
     """The prompt text of `messages` (what `chat_tokens` tokenizes)."""
-    return chat_parts(engine, messages, add_generation_prompt=add_generation_prompt).text
+    return chat_parts(
+        engine, messages, add_generation_prompt=add_generation_prompt, template=template
+    ).text
 
 
 def text_tokens(engine: Engine, text: str) -> list[int]:
@@ -110,9 +120,15 @@ def parts_tokens(engine: Engine, rendered: RenderedChat) -> list[int]:
 
 
 def chat_tokens(
-    engine: Engine, messages: Sequence[Message], *, add_generation_prompt: bool = True
+    engine: Engine,
+    messages: Sequence[Message],
+    *,
+    add_generation_prompt: bool = True,
+    template: str | None = None,
 ) -> list[int]:
-    """The tokens of `messages` rendered with the chat template; only the template's own
-    control tokens are parsed, every message's text stays text."""
-    rendered = chat_parts(engine, messages, add_generation_prompt=add_generation_prompt)
+    """The tokens of `messages` rendered with `template` (None: the engine's); only the
+    template's own control tokens are parsed, every message's text stays text."""
+    rendered = chat_parts(
+        engine, messages, add_generation_prompt=add_generation_prompt, template=template
+    )
     return parts_tokens(engine, rendered)

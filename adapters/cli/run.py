@@ -12,7 +12,9 @@ Tools that are not read-only need consent: on a terminal each such call is shown
 its arguments and runs only after ``y``; without a terminal it is denied unless
 ``--yes`` (every side effect) or ``--allow TOOL`` (repeatable) allows it. A denied
 call is shown, and the model reads why it did not run. ``--read-only NAME`` and
-``--not-read-only NAME`` override how a tool is classified.
+``--not-read-only NAME`` override how a tool is classified. ``--chat-template FILE``
+replaces the model's chat template with the Jinja template in FILE (checked before any
+server starts: it must render a two-message chat).
 """
 
 from __future__ import annotations
@@ -70,6 +72,14 @@ def run(
         str | None, typer.Option("--model", help="GGUF path or model name (default: SmolLM2).")
     ] = None,
     mode: Annotated[str, typer.Option("--mode", help="Decoding mode of tool calls.")] = "lossless",
+    chat_template: Annotated[
+        Path | None,
+        typer.Option(
+            "--chat-template",
+            metavar="FILE",
+            help="Jinja chat template replacing the model's own (default: the GGUF's).",
+        ),
+    ] = None,
     agent: Annotated[
         str, typer.Option("--agent", help="plan (Planner/executor/Arbiter) or react.")
     ] = "plan",
@@ -144,11 +154,15 @@ def run(
     from toolweave.consent import with_consent
     from toolweave.errors import ToolweaveError
     from toolweave.modes import MODES, check_mode
+    from toolweave.prompting.template_file import load_chat_template
 
     if agent not in ("plan", "react"):
         raise typer.BadParameter(f"--agent must be plan or react, got {agent!r}")
     # Before any server starts: the chat model offers every mode but llama.cpp's grammar.
     check_mode(mode, offered=[m for m in MODES if m != "grammar"])
+    # Read and checked before any server starts: a bad file is one line, exit code 2.
+    template = None if chat_template is None else load_chat_template(chat_template)
+    chat_options: dict[str, Any] = {} if template is None else {"chat_template": template}
     console = Console(highlight=False, stderr=as_json)
     trace = RunTrace(console, quiet=as_json)
     try:
@@ -186,12 +200,23 @@ def run(
             if agent == "plan":
                 examples = [] if server else _nearest_examples(_demo_examples(), request)
                 answer, summary, calls = _run_plan(
-                    hub, request, model, mode, max_tokens, examples, trace, store, policy
+                    hub,
+                    request,
+                    model,
+                    mode,
+                    max_tokens,
+                    examples,
+                    trace,
+                    store,
+                    policy,
+                    chat_options,
                 )
                 messages: list[BaseMessage] = []
             else:
                 calls = []
-                messages, answer = _run_agent(tools, request, model, mode, max_tokens, trace, store)
+                messages, answer = _run_agent(
+                    tools, request, model, mode, max_tokens, trace, store, chat_options
+                )
                 summary = _summary(messages)
     except KeyboardInterrupt:
         console.print("interrupted: servers stopped, nothing left running")
@@ -206,9 +231,9 @@ def run(
     # The baseline only reads the tools' schemas: no tool runs again after the hub closed.
     comparison = None
     if compare and agent == "plan":
-        comparison = _compare_plan(calls, model, max_tokens, trace)
+        comparison = _compare_plan(calls, model, max_tokens, trace, chat_options)
     elif compare:
-        comparison = _compare(messages, tools, model, max_tokens, trace)
+        comparison = _compare(messages, tools, model, max_tokens, trace, chat_options)
     if as_json:
         doc = {
             "request": request,
@@ -236,6 +261,7 @@ def _run_agent(
     max_tokens: int,
     trace: RunTrace,
     store: StateStore | None = None,
+    chat_options: dict[str, Any] | None = None,
 ) -> tuple[list[BaseMessage], str]:
     from langchain.agents import create_agent
     from langchain_core.messages import AIMessage, HumanMessage
@@ -250,6 +276,7 @@ def _run_agent(
         auto_calls="user_turn",
         observer=trace,
         state_store=store,
+        **(chat_options or {}),
     )
     agent = create_agent(
         chat, tools, system_prompt=SYSTEM, middleware=[ProvisionalToolMiddleware(observer=trace)]
@@ -308,6 +335,7 @@ def _run_plan(
     trace: RunTrace,
     store: StateStore | None = None,
     consent: ConsentPolicy | None = None,
+    chat_options: dict[str, Any] | None = None,
 ) -> tuple[str, dict[str, Any], list[LLMCall]]:
     from toolweave.adapters.langchain.chat_model import ChatToolweave
     from toolweave.adapters.langchain.plan_agent import PlanOutAgent
@@ -332,6 +360,7 @@ def _run_plan(
         max_tokens=max(max_tokens, 256),
         observer=observe,
         state_store=store,
+        **(chat_options or {}),
     )
     agent = PlanOutAgent(chat, hub.tools, examples=examples, observer=trace, consent=consent)
     result = agent.run(request)
@@ -387,6 +416,7 @@ def _compare(
     model: str | None,
     max_tokens: int,
     trace: RunTrace,
+    chat_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Decode each model message again with the baseline (tools are not run again)."""
     from langchain_core.messages import AIMessage, SystemMessage
@@ -395,7 +425,11 @@ def _compare(
 
     trace.note("comparing: decoding the same messages with the constrained baseline")
     baseline = ChatToolweave(
-        model=model, mode="constrained", max_tokens=max_tokens, auto_calls="user_turn"
+        model=model,
+        mode="constrained",
+        max_tokens=max_tokens,
+        auto_calls="user_turn",
+        **(chat_options or {}),
     )
     rows: list[dict[str, Any]] = []
     for i, m in enumerate(messages):
@@ -421,7 +455,11 @@ def _compare(
 
 
 def _compare_plan(
-    calls: Sequence[LLMCall], model: str | None, max_tokens: int, trace: RunTrace
+    calls: Sequence[LLMCall],
+    model: str | None,
+    max_tokens: int,
+    trace: RunTrace,
+    chat_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run the Planner's and Arbiter's prompts again the plain way: every prompt prefilled
     from scratch (no saved or live state), greedy decoding under the same grammar without
@@ -429,7 +467,12 @@ def _compare_plan(
     from toolweave.adapters.langchain.chat_model import ChatToolweave
 
     trace.note("comparing: the same prompts prefilled from scratch, decoded the same way")
-    baseline = ChatToolweave(model=model, max_tokens=max(max_tokens, 256), reuse_prompt_cache=False)
+    baseline = ChatToolweave(
+        model=model,
+        max_tokens=max(max_tokens, 256),
+        reuse_prompt_cache=False,
+        **(chat_options or {}),
+    )
     rows: list[dict[str, Any]] = []
     for msgs, kind, bound, ours in calls:
         plain = {k: v for k, v in bound.items() if k != "exspec"}
