@@ -64,15 +64,30 @@ def call(
         int,
         typer.Option("--max-tokens", min=1, max=CALL_CONTEXT, help="Most tokens in the answer."),
     ] = 512,
+    chat_template: Annotated[
+        Path | None,
+        typer.Option(
+            "--chat-template",
+            metavar="FILE",
+            help="Jinja chat template replacing the model's own (default: the GGUF's).",
+        ),
+    ] = None,
 ) -> None:
     """Answer QUERY with a tool call from TOOLS."""
     # Imported here: llama.cpp loads in this process only when a call is made.
     from toolweave.native.caller import ToolCaller
+    from toolweave.prompting.template_file import load_chat_template
 
     specs = _check_call_inputs(tools, mode, fmt)
+    template = None if chat_template is None else load_chat_template(chat_template)
     with open_engine(model) as engine:
         caller = ToolCaller(
-            engine, specs, fmt=fmt, max_calls=max_calls or None, max_tokens=max_tokens
+            engine,
+            specs,
+            fmt=fmt,
+            max_calls=max_calls or None,
+            max_tokens=max_tokens,
+            chat_template=template,
         )
         result = caller.call(query, mode)
     if as_json:
