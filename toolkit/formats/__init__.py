@@ -1,5 +1,8 @@
 """Tool-call text formats: one module per format, one shared interface (`CallFormat`).
 
+The built-in formats are named (`get_format`); any other model's syntax is read off its
+chat template (`detect_call_format`, `toolweave.formats.detect`) as a `CallSyntax`.
+
 get_format("hermes").serialize([ToolCall("get_weather", {"city": "Zürich"})])
 -> '<tool_call>{"name":"get_weather","arguments":{"city":"Zürich"}}</tool_call>'
 """
@@ -8,21 +11,33 @@ from __future__ import annotations
 
 from toolweave.errors import CallFormatError
 from toolweave.formats.base import CallFormat
+from toolweave.formats.detect import detect_call_format, detect_call_syntax, syntax_family
+from toolweave.formats.free_text import calls_in_text
 from toolweave.formats.hermes import HermesFormat
 from toolweave.formats.llama3 import Llama3Format
 from toolweave.formats.plain_json import JsonFormat
 from toolweave.formats.pycall import PyCallFormat, from_literal, to_literal
+from toolweave.formats.stream import CallDelta, CallStream
+from toolweave.formats.syntax import CallSyntax, SyntaxFormat
 
 __all__ = [
     "FORMATS",
+    "CallDelta",
     "CallFormat",
+    "CallStream",
+    "CallSyntax",
     "HermesFormat",
     "JsonFormat",
     "Llama3Format",
     "PyCallFormat",
+    "SyntaxFormat",
+    "calls_in_text",
+    "detect_call_format",
+    "detect_call_syntax",
     "format_for_chat_template",
     "from_literal",
     "get_format",
+    "syntax_family",
     "to_literal",
 ]
 

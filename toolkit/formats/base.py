@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 from toolweave.errors import CallFormatError
 from toolweave.toolspec import ToolCall
@@ -32,13 +32,15 @@ class CallFormat(ABC):
     """How tool calls look in model output.
 
     ``open`` and ``close`` wrap each call (possibly empty); ``separator`` goes between
-    consecutive calls of one response.
+    consecutive calls of one response. The built-in formats set them on the class; a
+    format read off a chat template (`toolweave.formats.syntax.SyntaxFormat`) on the
+    instance.
     """
 
-    name: ClassVar[str]
-    open: ClassVar[str]
-    close: ClassVar[str]
-    separator: ClassVar[str]
+    name: str
+    open: str
+    close: str
+    separator: str
 
     @abstractmethod
     def body(self, call: ToolCall) -> str:

@@ -1,20 +1,31 @@
 """Tool-calling prompts: the tool list and call instructions, rendered with the model's
 own chat template (Jinja, sandboxed). Every decoding mode gets the same prompt text.
+
+A template that supports tools gets them as its ``tools`` variable (OpenAI function
+shape, `openai_tools`), an assistant's calls as ``tool_calls`` (`assistant_calls_message`)
+and results as ``tool`` messages (`tool_result_message`). The environment matches the
+one chat templates are written for: ``tojson`` keeps key order and unicode and takes
+``indent``, ``{% break %}``/``{% continue %}`` and ``{% generation %}`` work, and
+``strftime_now`` and ``raise_exception`` are defined.
 """
 
 from __future__ import annotations
 
+import datetime
 import functools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from jinja2 import Template
+from jinja2 import Template, nodes
+from jinja2.ext import Extension, loopcontrols
+from jinja2.parser import Parser
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from toolweave.errors import ToolweaveError
-from toolweave.formats import CallFormat
+from toolweave.formats.base import CallFormat
+from toolweave.formats.syntax import default_call_id
 from toolweave.prompting.control_text import ControlStrings, Escaper, PromptPart, strings_in
 from toolweave.toolspec import ToolCall, ToolSpec
 
@@ -22,9 +33,14 @@ __all__ = [
     "CHATML_TEMPLATE",
     "Message",
     "RenderedChat",
+    "assistant_calls_message",
+    "default_call_id",
+    "openai_tool_calls",
+    "openai_tools",
     "render_chat",
     "render_chat_parts",
     "tool_messages",
+    "tool_result_message",
     "tools_system_prompt",
 ]
 
@@ -36,14 +52,60 @@ CHATML_TEMPLATE = (
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
 
-_env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+
+class _Generation(Extension):
+    """``{% generation %}...{% endgeneration %}`` (marks the assistant's own text in
+    training templates): renders its body unchanged."""
+
+    tags = {"generation"}  # noqa: RUF012 - jinja2's interface
+
+    def parse(self, parser: Parser) -> nodes.Node:
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        return nodes.Scope(body, lineno=lineno)
+
+
+_env = ImmutableSandboxedEnvironment(
+    trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols, _Generation]
+)
 
 
 def _raise(message: str) -> None:
     raise ToolweaveError(f"chat template: {message}")
 
 
+def _tojson(
+    value: Any,
+    indent: int | None = None,
+    separators: tuple[str, str] | None = None,
+    sort_keys: bool = False,
+    ensure_ascii: bool = False,
+) -> str:
+    """JSON as chat templates expect it: key order and unicode kept, nothing escaped."""
+
+    def plain(item: Any) -> Any:
+        if isinstance(item, Mapping):
+            return {k: plain(v) for k, v in item.items()}
+        if isinstance(item, (list, tuple, Iterator)):
+            return [plain(v) for v in item]
+        return item
+
+    return json.dumps(
+        plain(value),
+        indent=indent,
+        separators=separators,
+        sort_keys=sort_keys,
+        ensure_ascii=ensure_ascii,
+    )
+
+
+def _strftime_now(fmt: str) -> str:
+    return datetime.datetime.now().strftime(fmt)
+
+
 _env.globals["raise_exception"] = _raise
+_env.globals["strftime_now"] = _strftime_now
+_env.filters["tojson"] = _tojson
 
 
 @functools.lru_cache(maxsize=16)
@@ -86,22 +148,100 @@ def tool_messages(
     return msgs
 
 
+def openai_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    """Tools in the OpenAI function shape templates read from their ``tools`` variable."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": t.name,
+                "description": t.description,
+                "parameters": json.loads(json.dumps(dict(t.parameters))),
+            },
+        }
+        for t in tools
+    ]
+
+
+def openai_tool_calls(
+    calls: Sequence[ToolCall],
+    *,
+    ids: Sequence[str] | None = None,
+    arguments_as_string: bool = False,
+) -> list[dict[str, Any]]:
+    """Calls in the OpenAI shape of an assistant message's ``tool_calls``; arguments as a
+    dict, or as a JSON string for templates that want one."""
+    out: list[dict[str, Any]] = []
+    for i, call in enumerate(calls):
+        args = json.loads(json.dumps(dict(call.arguments)))
+        out.append(
+            {
+                "id": ids[i] if ids is not None else default_call_id(i),
+                "type": "function",
+                "function": {
+                    "name": call.name,
+                    "arguments": json.dumps(args, ensure_ascii=False)
+                    if arguments_as_string
+                    else args,
+                },
+            }
+        )
+    return out
+
+
+def assistant_calls_message(
+    calls: Sequence[ToolCall],
+    content: str = "",
+    *,
+    ids: Sequence[str] | None = None,
+    arguments_as_string: bool = False,
+) -> dict[str, Any]:
+    """An assistant message that calls tools, for a template that renders ``tool_calls``."""
+    return {
+        "role": "assistant",
+        "content": content,
+        "tool_calls": openai_tool_calls(calls, ids=ids, arguments_as_string=arguments_as_string),
+    }
+
+
+def tool_result_message(name: str, content: str, call_id: str) -> dict[str, Any]:
+    """The ``tool`` message holding the result of the call ``call_id`` of tool ``name``."""
+    return {"role": "tool", "tool_call_id": call_id, "name": name, "content": content}
+
+
 def render_chat(
     template: str | None,
     messages: Sequence[Message],
     *,
+    tools: Sequence[ToolSpec] | Sequence[Mapping[str, Any]] | None = None,
     bos_token: str = "",
     eos_token: str = "",
     add_generation_prompt: bool = True,
 ) -> str:
-    """Render `messages` with a chat template (ChatML when the model has none)."""
+    """Render `messages` with a chat template (ChatML when the model has none).
+
+    ``tools`` (`ToolSpec`s or OpenAI-shape dicts) become the template's ``tools``
+    variable; without them the template sees none, as before.
+    """
     tpl = _compiled(template or CHATML_TEMPLATE)
+    extra: dict[str, Any] = {}
+    if tools:
+        extra["tools"] = _tool_dicts(tools)
     return tpl.render(
         messages=list(messages),
         bos_token=bos_token,
         eos_token=eos_token,
         add_generation_prompt=add_generation_prompt,
+        **extra,
     )
+
+
+def _tool_dicts(tools: Sequence[ToolSpec] | Sequence[Mapping[str, Any]]) -> list[Any]:
+    specs = [t for t in tools if isinstance(t, ToolSpec)]
+    dicts = [dict(t) for t in tools if not isinstance(t, ToolSpec)]
+    if specs and dicts:
+        raise ToolweaveError("chat template: tools must be all ToolSpecs or all dicts")
+    return openai_tools(specs) if specs else dicts
 
 
 @dataclass(frozen=True)
@@ -124,42 +264,47 @@ def render_chat_parts(
     messages: Sequence[Message],
     controls: ControlStrings,
     *,
+    tools: Sequence[ToolSpec] | Sequence[Mapping[str, Any]] | None = None,
     bos_token: str = "",
     eos_token: str = "",
     add_generation_prompt: bool = True,
 ) -> RenderedChat:
     """Render `messages` keeping their text apart from the template's control tokens.
 
-    Every string in the messages (contents, names, arguments) is untrusted: its control
-    strings are replaced by placeholders for the render and put back in the text parts
-    only (`toolweave.prompting.control_text`). When the template changed the text so
-    that the placeholders did not come back as the plain render's text (it escaped,
-    cased or cut it), the plain render is used if it holds the same control strings as
-    the escaped one (the change removed the messages' control strings), else the
-    escaped render with its text put back where it can be: a control string of a
-    message may then be lost, but it never becomes a control token.
+    Every string in the messages and the tools (contents, names, arguments,
+    descriptions) is untrusted: its control strings are replaced by placeholders for
+    the render and put back in the text parts only (`toolweave.prompting.control_text`).
+    When the template changed the text so that the placeholders did not come back as
+    the plain render's text (it escaped, cased or cut it), the plain render is used if
+    it holds the same control strings as the escaped one (the change removed the
+    messages' control strings), else the escaped render with its text put back where it
+    can be: a control string of a message may then be lost, but it never becomes a
+    control token.
     """
     extra = [template or CHATML_TEMPLATE, bos_token, eos_token]
-    escaper = Escaper(controls, [*strings_in(list(messages)), *extra])
+    tool_dicts = _tool_dicts(tools) if tools else []
+    escaper = Escaper(controls, [*strings_in(list(messages)), *strings_in(tool_dicts), *extra])
     safe = [escaper.escape(m) for m in messages]
+    safe_tools = [escaper.escape(t) for t in tool_dicts]
 
-    def render(msgs: Sequence[Message]) -> str:
+    def render(msgs: Sequence[Message], tool_list: Sequence[Mapping[str, Any]]) -> str:
         return render_chat(
             template,
             msgs,
+            tools=tool_list or None,
             bos_token=bos_token,
             eos_token=eos_token,
             add_generation_prompt=add_generation_prompt,
         )
 
-    rendered = render(safe)
+    rendered = render(safe, safe_tools)
     parts = tuple(
         part if part.control else PromptPart(escaper.restore(part.text))
         for part in controls.split(rendered)
     )
     text = escaper.restore(rendered)
     if escaper.escaped:
-        plain = render(messages)
+        plain = render(messages, tool_dicts)
         if plain != text:
             plain_parts = tuple(controls.split(plain))
             if _controls_of(plain_parts) == _controls_of(parts):
