@@ -1,5 +1,6 @@
-"""What `ChatToolweave` builds once and reuses: an engine per (model file, context
-size) in the process, and each chat model's tool callers per tool set."""
+"""What `ChatToolweave` builds once and reuses: an engine per model file and engine
+settings (context size, batch size, threads) in the process, and each chat model's
+tool callers per tool set."""
 
 from __future__ import annotations
 
@@ -7,28 +8,51 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from toolweave.models import resolve_model
 from toolweave.native.caller import ToolCaller
 from toolweave.native.engine import Engine
 from toolweave.toolspec import ToolSpec
 
-__all__ = ["CallerCache", "shared_engine"]
+__all__ = ["CallerCache", "EngineSettings", "shared_engine"]
 
-_ENGINES: dict[tuple[str, int], Engine] = {}
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """What an engine is built with besides its model file (None: the engine's default)."""
+
+    n_ctx: int
+    n_batch: int | None = None
+    n_threads: int | None = None
+
+
+_ENGINES: dict[tuple[str, int, int | None, int | None], Engine] = {}
 _ENGINES_LOCK = threading.Lock()
 
 
-def shared_engine(model: str | None, n_ctx: int) -> Engine:
-    """One engine per (model file, context size) in this process, loaded on first use;
+def shared_engine(model: str | None, settings: EngineSettings) -> Engine:
+    """One engine per (model file, settings) in this process, loaded on first use;
     every user serialises on the engine's lock."""
     path = str(resolve_model(model))
+    key = (path, settings.n_ctx, settings.n_batch, settings.n_threads)
     with _ENGINES_LOCK:
-        engine = _ENGINES.get((path, n_ctx))
+        engine = _ENGINES.get(key)
         if engine is None:
-            engine = Engine(path, n_ctx=n_ctx)
-            _ENGINES[(path, n_ctx)] = engine
+            engine = Engine(path, **_engine_kwargs(settings))
+            _ENGINES[key] = engine
         return engine
+
+
+def _engine_kwargs(settings: EngineSettings) -> dict[str, Any]:
+    """`Engine(...)` keywords of `settings`, leaving out what keeps its default."""
+    kwargs: dict[str, Any] = {"n_ctx": settings.n_ctx}
+    if settings.n_batch is not None:
+        kwargs["n_batch"] = settings.n_batch
+    if settings.n_threads is not None:
+        kwargs["n_threads"] = settings.n_threads
+    return kwargs
 
 
 class CallerCache:

@@ -20,6 +20,17 @@ on their own (SmolLM2-135M opened a call for 1 of 8 assistant requests), so
 the model decide after tool results, except that a call repeating one already made
 since the user's message becomes a text answer (tiny models otherwise loop on it);
 agents on tiny models want that one.
+
+LangChain's conventions, as ChatLlamaCpp and ChatOllama follow them: an argument the
+constructor does not take raises a one-line `TypeError` naming the closest one;
+``model_path`` is ``model``; ``n_ctx``, ``n_batch`` and ``n_threads`` build the engine
+(one per setting in the process) and ``chat_template`` replaces the file's template on
+the shared engine; ``parallel_tool_calls`` (constructor or ``bind_tools``) allows one
+call per message or several; ``profile`` gives the context window, the answer size and
+the capabilities, so ``create_agent`` asks for structured responses as grammar-bound
+JSON and summarization middleware can use fractional limits; ``usage_metadata`` counts
+the prompt tokens read from a cached state in ``input_token_details["cache_read"]``,
+and every message names ``model_provider`` and ``model_name`` in its metadata.
 """
 
 from __future__ import annotations
@@ -27,25 +38,29 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.language_models import BaseChatModel, LanguageModelInput, ModelProfile
 from langchain_core.language_models.chat_models import LangSmithParams
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
-from pydantic import ConfigDict, Field, PrivateAttr
+from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
-from toolweave.adapters.langchain.caches import CallerCache, shared_engine
+from toolweave.adapters.langchain.arguments import same_model, unknown_argument
+from toolweave.adapters.langchain.caches import CallerCache, EngineSettings, shared_engine
 from toolweave.adapters.langchain.messages import (
+    PROVIDER,
     ai_message,
     final_chunk,
     message_text,
     split_system,
     template_messages,
 )
+from toolweave.adapters.langchain.profile import model_profile
 from toolweave.adapters.langchain.provisional import active_runner
 from toolweave.adapters.langchain.request_plan import (
     RequestPlan,
@@ -70,16 +85,22 @@ from toolweave.events import (
 )
 from toolweave.formats import format_for_chat_template
 from toolweave.grammar.call import arguments_schema
+from toolweave.models import resolve_model
 from toolweave.modes import MODES, check_mode
 from toolweave.native.caller import ToolCaller
 from toolweave.native.chat import chat_tokens
 from toolweave.native.decode.exspec import exspec_table, generate_with_exspec
 from toolweave.native.decode.text import first_token, generate_text
 from toolweave.native.engine import Engine
+from toolweave.prompting.template_file import check_chat_template
 from toolweave.results import CallResult
 from toolweave.toolspec import ToolSpec
 
-__all__ = ["ChatToolweave"]
+__all__ = ["PARALLEL_CALLS", "ChatToolweave"]
+
+#: Most tool calls in one message when parallel tool calls are asked for and
+#: ``max_calls`` is left at its default of one.
+PARALLEL_CALLS = 8
 
 _Event = tuple[CallEvent, ToolCaller | None]
 
@@ -87,15 +108,32 @@ _Event = tuple[CallEvent, ToolCaller | None]
 class ChatToolweave(BaseChatModel):
     """A chat model on a local GGUF model, with toolweave's tool-call decoders."""
 
+    #: GGUF path or known model name (``model_path=`` is accepted for the same thing).
     model: str | None = Field(default=None, description="GGUF path or known model name.")
     mode: str = "lossless"
+    #: The context window in tokens, prompt and answer together.
     n_ctx: int = 8192
+    #: Most tokens in one prefill pass (None: the engine's default, 512).
+    n_batch: int | None = None
+    #: Threads for every pass (None: one thread for single-token passes and all cores
+    #: for batches, which keeps `lossless` exact; see the engine).
+    n_threads: int | None = None
+    #: Chat-template text (Jinja) used instead of the model file's for every prompt
+    #: (the engine stays shared with models that keep the file's template).
+    chat_template: str | None = None
     max_tokens: int = 512
     temperature: float = 0.0
+    #: Most tool calls in one message (None: no limit but ``max_tokens``).
     max_calls: int | None = 1
+    #: Several tool calls in one message: False allows one, True up to ``max_calls``
+    #: (`PARALLEL_CALLS` when ``max_calls`` is left at 1), None leaves ``max_calls``
+    #: alone. ``bind_tools(parallel_tool_calls=...)`` overrides it per binding.
+    parallel_tool_calls: bool | None = None
     auto_calls: Literal["model", "user_turn"] = "model"
     call_format: str | None = None
     stop: list[str] | None = None
+    #: ``invoke`` streams internally (LangChain's switch: callbacks see each token).
+    streaming: bool = False
     #: Reuse the KV state of the longest prompt prefix already processed. Faster, but the
     #: logits then depend slightly on how earlier prompts were split into prefill passes,
     #: so greedy output can differ from a cold start on near-ties; False prefills every
@@ -108,9 +146,32 @@ class ChatToolweave(BaseChatModel):
     #: saved prefix. None keeps only the engine's live cache. Needs reuse_prompt_cache.
     state_store: Any = Field(default=None, exclude=True)
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     _callers: CallerCache = PrivateAttr(default_factory=CallerCache)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _check_arguments(cls, data: Any) -> Any:
+        """Unknown arguments raise (naming the closest known one); ``model_path`` is
+        ``model`` under ChatLlamaCpp's name."""
+        if not isinstance(data, Mapping):
+            return data
+        unknown = [k for k in data if k not in cls.model_fields and k != "model_path"]
+        if unknown:
+            raise TypeError(unknown_argument(str(unknown[0]), cls.model_fields))
+        data = dict(data)
+        if "model_path" in data:
+            path = data.pop("model_path")
+            model = data.get("model")
+            if model is not None and path is not None and not same_model(model, path):
+                raise TypeError(
+                    f"ChatToolweave got model={model!r} and model_path={path!r}, which name "
+                    "different models: give one of them"
+                )
+            if path is not None:
+                data["model"] = str(path)
+        return data
 
     def model_post_init(self, context: Any, /) -> None:
         check_mode(self.mode, offered=[m for m in MODES if m != "grammar"])
@@ -118,6 +179,24 @@ class ChatToolweave(BaseChatModel):
             raise ValueError("ChatToolweave decodes greedily: temperature must be 0")
         if self.max_tokens < 1:
             raise ValueError("max_tokens must be at least 1")
+        if self.max_calls is not None and self.max_calls < 1:
+            raise ValueError("max_calls must be at least 1 (None: no limit)")
+        if self.n_ctx < 16 or (self.n_batch is not None and self.n_batch < 1):
+            raise ValueError("n_ctx must be at least 16 and n_batch at least 1")
+        if self.n_threads is not None and self.n_threads < 1:
+            raise ValueError("n_threads must be at least 1 (None: the engine's choice)")
+        if self.chat_template is not None:
+            check_chat_template(self.chat_template, source="chat_template")
+        parallel = self.parallel_tool_calls
+        if "max_calls" in self.model_fields_set and parallel not in (None, self.max_calls != 1):
+            raise TypeError(
+                f"ChatToolweave got parallel_tool_calls={parallel} and "
+                f"max_calls={self.max_calls}, which disagree: give one of them"
+            )
+        resolve_model(self.model)  # a missing model file fails here, not at the first call
+
+    def _resolve_model_profile(self) -> ModelProfile | None:
+        return model_profile(self.n_ctx, self.max_tokens)
 
     # ------------------------------------------------------------ LangChain identity
     @property
@@ -125,9 +204,18 @@ class ChatToolweave(BaseChatModel):
         return "toolweave"
 
     @property
+    def model_path(self) -> Path:
+        """The GGUF file this model loads."""
+        return resolve_model(self.model)
+
+    @property
+    def engine_settings(self) -> EngineSettings:
+        return EngineSettings(n_ctx=self.n_ctx, n_batch=self.n_batch, n_threads=self.n_threads)
+
+    @property
     def engine(self) -> Engine:
         """The shared engine of this model (loaded on first use)."""
-        return shared_engine(self.model, self.n_ctx)
+        return shared_engine(self.model, self.engine_settings)
 
     @property
     def model_name(self) -> str:
@@ -135,15 +223,32 @@ class ChatToolweave(BaseChatModel):
 
     @property
     def _identifying_params(self) -> dict[str, Any]:
-        return {"model": self.model, "mode": self.mode, "n_ctx": self.n_ctx}
+        return {
+            "model": self.model,
+            "mode": self.mode,
+            "n_ctx": self.n_ctx,
+            "n_batch": self.n_batch,
+            "n_threads": self.n_threads,
+            "max_calls": self.max_calls_for(None),
+        }
 
     def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
         params = super()._get_ls_params(stop=stop, **kwargs)
-        params["ls_provider"] = "toolweave"
+        params["ls_provider"] = PROVIDER
         params["ls_model_name"] = kwargs.get("model") or self.model or "smollm2"
         params["ls_temperature"] = self.temperature
         params["ls_max_tokens"] = self.max_tokens
         return params
+
+    def max_calls_for(self, parallel_tool_calls: bool | None) -> int | None:
+        """The most calls one message may hold, with this per-request setting (None:
+        the constructor's)."""
+        parallel = self.parallel_tool_calls if parallel_tool_calls is None else parallel_tool_calls
+        if parallel is False:
+            return 1
+        if parallel and self.max_calls == 1:
+            return PARALLEL_CALLS
+        return self.max_calls
 
     # ------------------------------------------------------------ binding
     def bind_tools(
@@ -197,16 +302,18 @@ class ChatToolweave(BaseChatModel):
                 max_calls=max_calls,
                 max_tokens=self.max_tokens,
                 system=system,
+                chat_template=self.chat_template,
             ),
         )
 
     def _render(self, system: str | None, messages: Sequence[BaseMessage]) -> list[int]:
         eng = self.engine
-        fmt = format_for_chat_template(eng.chat_template)
+        template = self.chat_template
+        fmt = format_for_chat_template(template if template is not None else eng.chat_template)
         msgs = template_messages(messages, fmt)
         if system:
             msgs.insert(0, {"role": "system", "content": system})
-        return chat_tokens(eng, msgs)
+        return chat_tokens(eng, msgs, template=template)
 
     def _grammar_text(
         self,
@@ -268,7 +375,7 @@ class ChatToolweave(BaseChatModel):
             )
         system, rest = split_system(messages)
         eng = self.engine
-        max_calls = 1 if kwargs.get("parallel_tool_calls") is False else self.max_calls
+        max_calls = self.max_calls_for(kwargs.get("parallel_tool_calls"))
         stop = [*(self.stop or ()), *(kwargs.get("stop") or ())]
         if not self.reuse_prompt_cache:
             eng.seq_remove(0)
@@ -283,11 +390,10 @@ class ChatToolweave(BaseChatModel):
             self._restore(eng, prompt)
             yield from ((ev, None) for ev in self._grammar_text(prompt, plan, rest, kwargs))
             return
-        if plan.kind == "json":
-            spec = ToolSpec.from_dict({"name": "output", "parameters": plan.schema})
-            grammar = "start: %json " + json.dumps(arguments_schema(spec))
+        if plan.kind == "json" and plan.schema is not None:
             prompt = self._render(system, rest)
             self._restore(eng, prompt)
+            grammar = _json_grammar(plan.schema)
             for ev in generate_text(eng, prompt, max_tokens=self.max_tokens, grammar=grammar):
                 yield ev, None
             return
@@ -307,6 +413,14 @@ class ChatToolweave(BaseChatModel):
                     yield from ((ev, caller) for ev in held)
                     return
                 text = True
+        if text and plan.schema is not None:
+            # Tools and a structured response bound together: the answer is the JSON.
+            grammar = _json_grammar(plan.schema)
+            for ev in generate_text(
+                eng, caller.prompt_tokens(msgs), max_tokens=self.max_tokens, grammar=grammar
+            ):
+                yield ev, None
+            return
         if text:
             # A text answer: it may not open a tool call, and stops if it writes one.
             opener = caller.fmt.open
@@ -460,6 +574,12 @@ class ChatToolweave(BaseChatModel):
                 if run_manager and isinstance(text, str) and text:
                     await run_manager.on_llm_new_token(text, chunk=chunk)
                 yield chunk
+
+
+def _json_grammar(schema: Mapping[str, Any]) -> str:
+    """The grammar of a JSON answer to `schema`, bounded like every call's arguments."""
+    spec = ToolSpec.from_dict({"name": "output", "parameters": schema})
+    return "start: %json " + json.dumps(arguments_schema(spec))
 
 
 def _opening_tokens(engine: Engine, opener: str) -> list[int]:

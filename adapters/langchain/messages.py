@@ -23,7 +23,7 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
-from langchain_core.messages.ai import UsageMetadata
+from langchain_core.messages.ai import InputTokenDetails, UsageMetadata
 from langchain_core.messages.tool import InvalidToolCall, ToolCall
 
 from toolweave.errors import ToolweaveError
@@ -32,10 +32,12 @@ from toolweave.results import CallResult
 from toolweave.toolspec import ToolCall as TwCall
 
 __all__ = [
+    "PROVIDER",
     "ai_message",
     "call_id",
     "final_chunk",
     "message_text",
+    "response_metadata",
     "split_system",
     "template_messages",
     "usage_metadata",
@@ -106,10 +108,34 @@ def template_messages(messages: Sequence[BaseMessage], fmt: CallFormat) -> list[
     return out
 
 
+#: ``response_metadata["model_provider"]`` of every message this package makes.
+PROVIDER = "toolweave"
+
+
 def usage_metadata(result: CallResult) -> UsageMetadata:
-    """LangChain's usage fields: prompt tokens in, response tokens out."""
+    """LangChain's usage fields: prompt tokens in (``cache_read``: those whose KV state
+    was reused from an earlier prompt instead of prefilled), response tokens out."""
     n_in, n_out = result.stats.prompt_tokens, len(result.tokens)
-    return UsageMetadata(input_tokens=n_in, output_tokens=n_out, total_tokens=n_in + n_out)
+    cached = min(result.stats.cached_tokens, n_in)
+    return UsageMetadata(
+        input_tokens=n_in,
+        output_tokens=n_out,
+        total_tokens=n_in + n_out,
+        input_token_details=InputTokenDetails(cache_read=cached),
+    )
+
+
+def response_metadata(result: CallResult, model_name: str) -> dict[str, Any]:
+    """The metadata every response carries: provider, model, finish reason, mode."""
+    finish = result.finish_reason
+    if result.calls and finish == "stop":
+        finish = "tool_calls"
+    return {
+        "model_provider": PROVIDER,
+        "model_name": model_name,
+        "finish_reason": finish,
+        "mode": result.mode,
+    }
 
 
 def ai_message(
@@ -135,9 +161,6 @@ def ai_message(
         )
         for bad in result.invalid
     ]
-    finish = result.finish_reason
-    if tool_calls and finish == "stop":
-        finish = "tool_calls"
     text = content if content is not None else ("" if result.calls else result.text)
     return AIMessage(
         content=text,
@@ -145,9 +168,7 @@ def ai_message(
         invalid_tool_calls=invalid,
         usage_metadata=usage_metadata(result),
         response_metadata={
-            "model_name": model_name,
-            "finish_reason": finish,
-            "mode": result.mode,
+            **response_metadata(result, model_name),
             "stats": result.stats.to_dict(),
             "provisional": [json.loads(json.dumps(c.to_dict())) for c in result.provisional],
         },
@@ -155,14 +176,12 @@ def ai_message(
 
 
 def final_chunk(chunk: AIMessageChunk, result: CallResult, model_name: str) -> AIMessageChunk:
-    """The last chunk of a stream: `chunk` with the response's usage and metadata."""
-    finish = result.finish_reason
-    if result.calls and finish == "stop":
-        finish = "tool_calls"
+    """The last chunk of a stream: `chunk` with the response's usage and metadata (only
+    here, so merging the chunks adds nothing up twice)."""
     return AIMessageChunk(
         content=chunk.content,
         tool_call_chunks=chunk.tool_call_chunks,
         usage_metadata=usage_metadata(result),
-        response_metadata={"model_name": model_name, "finish_reason": finish, "mode": result.mode},
+        response_metadata=response_metadata(result, model_name),
         chunk_position="last",
     )

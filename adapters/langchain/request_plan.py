@@ -36,8 +36,10 @@ PlanKind = Literal["call", "text", "json", "auto", "grammar"]
 
 @dataclass(frozen=True)
 class RequestPlan:
-    """What one request decodes: `call` (one of `specs`), `auto` (the model may call),
-    `text`, `json` (under `schema`) or `grammar` (text under ``extra["grammar"]``)."""
+    """What one request decodes: `call` (one of `specs`), `auto` (the model may call;
+    if it answers instead, the answer is JSON under `schema` when one is set, as when an
+    agent asks for tools and a structured response together), `text`, `json` (under
+    `schema`) or `grammar` (text under ``extra["grammar"]``)."""
 
     kind: PlanKind
     specs: tuple[ToolSpec, ...] = ()
@@ -54,18 +56,17 @@ def plan_request(
     """The plan of a request with these bound tools (OpenAI format) and options."""
     if grammar is not None:
         return RequestPlan("grammar", extra={"grammar": grammar})
-    if response_format is not None:
-        return RequestPlan("json", schema=response_schema(response_format))
+    schema = response_schema(response_format) if response_format is not None else None
     # Read-only tools (annotations, then name and description) get provisional calls.
     specs = tuple(with_read_only([ToolSpec.from_dict(t) for t in tools or ()]))
     if not specs or tool_choice == "none":
-        return RequestPlan("text")
+        return RequestPlan("text") if schema is None else RequestPlan("json", schema=schema)
     wanted = tool_choice_name(tool_choice)
     if wanted is not None:
         return RequestPlan("call", tuple(s for s in specs if s.name == wanted))
     if tool_choice in ("any", "required"):
         return RequestPlan("call", specs)
-    return RequestPlan("auto", specs)
+    return RequestPlan("auto", specs, schema=schema)
 
 
 def tool_choice_name(choice: Any) -> str | None:

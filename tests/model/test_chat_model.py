@@ -97,7 +97,11 @@ def test_lossless_chat_model_equals_serial_greedy_decoding(query: str) -> None:
     assert [(c["name"], c["args"]) for c in a.tool_calls] == [
         (c["name"], c["args"]) for c in b.tool_calls
     ]
-    assert a.usage_metadata == b.usage_metadata
+    # Same tokens in and out; how many prompt tokens came from the cache may differ.
+    usage_a, usage_b = a.usage_metadata, b.usage_metadata
+    assert usage_a is not None and usage_b is not None
+    keys = ("input_tokens", "output_tokens", "total_tokens")
+    assert [usage_a[k] for k in keys] == [usage_b[k] for k in keys]  # type: ignore[literal-required]
 
 
 def test_tool_choice_none_name_and_unknown() -> None:
