@@ -26,6 +26,7 @@ from langchain_core.messages import (
 from langchain_core.messages.ai import InputTokenDetails, UsageMetadata
 from langchain_core.messages.tool import InvalidToolCall, ToolCall
 
+from toolweave.content import DATA_BLOCKS, block_text
 from toolweave.errors import ToolweaveError
 from toolweave.formats import CallFormat
 from toolweave.results import CallResult
@@ -57,11 +58,13 @@ _SKIPPED_BLOCKS = frozenset(
 
 def message_text(message: BaseMessage) -> str:
     """The text of a message whose content may be a string or a list of content blocks
-    (text blocks are kept, tool-call and reasoning blocks skipped, others refused)."""
+    (text blocks are kept, tool-call and reasoning blocks skipped, a tool result's images,
+    audio and files described in one line each, others refused)."""
     content = message.content
     if isinstance(content, str):
         return content
     parts: list[str] = []
+    described: list[str] = []
     for block in content:
         if isinstance(block, str):
             parts.append(block)
@@ -69,12 +72,20 @@ def message_text(message: BaseMessage) -> str:
             parts.append(str(block.get("text", "")))
         elif isinstance(block, Mapping) and block.get("type") in _SKIPPED_BLOCKS:
             continue
+        elif (
+            isinstance(block, Mapping)
+            and block.get("type") in DATA_BLOCKS
+            and isinstance(message, ToolMessage)
+        ):
+            described.append(block_text(block))  # a tool's image: the model reads a line
         elif isinstance(block, Mapping):
             raise ToolweaveError(
                 f"content blocks of type {block.get('type')!r} are not supported by a "
                 "text-only model"
             )
-    return "".join(parts)
+    text = "".join(parts)
+    missing = [d for d in described if d not in text]  # the observation may say it already
+    return "\n".join([text, *missing]) if missing else text
 
 
 def split_system(messages: Sequence[BaseMessage]) -> tuple[str | None, list[BaseMessage]]:

@@ -13,7 +13,7 @@ Binary data is bounded: once a result's images, audio and blobs pass ``max_bytes
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 from mcp_types import (
@@ -26,6 +26,8 @@ from mcp_types import (
     TextContent,
     TextResourceContents,
 )
+
+from toolweave.content import block_text, decoded_size
 
 __all__ = [
     "Block",
@@ -62,33 +64,6 @@ def resource_blocks(
     return content_blocks(
         (EmbeddedResource(type="resource", resource=item) for item in contents), max_bytes
     )
-
-
-def block_text(block: Mapping[str, Any]) -> str:
-    """What the model reads for one block: its text, or one bracketed line for binary data."""
-    kind = block.get("type")
-    extras = block.get("extras") or {}
-    uri = extras.get("uri") if isinstance(extras, Mapping) else None
-    if kind == "text":
-        return str(block.get("text", ""))
-    mime = block.get("mime_type") or "binary"
-    if "base64" in block:
-        size = decoded_size(str(block["base64"]))
-        if kind == "file" or uri:
-            return f"[resource {uri or '(no uri)'}: {mime}, {size} bytes]"
-        return f"[{kind} {mime}, {size} bytes]"
-    if "url" in block:
-        name = extras.get("name") if isinstance(extras, Mapping) else None
-        label = f"resource link {name}" if name else "resource link"
-        kind_note = f", {block['mime_type']}" if block.get("mime_type") else ""
-        return f"[{label}: {block['url']}{kind_note}]"
-    return f"[unsupported content of type {kind!r}]"
-
-
-def decoded_size(data: str) -> int:
-    """Bytes a base64 string decodes to, without decoding it."""
-    stripped = data.strip()
-    return max(0, len(stripped) * 3 // 4 - stripped[-2:].count("="))
 
 
 def _block(block: ContentBlock) -> Block:
