@@ -64,6 +64,21 @@ def run(
             "Default: the bundled demo servers.",
         ),
     ] = None,
+    mcp_config: Annotated[
+        Path | None,
+        typer.Option(
+            "--mcp-config",
+            metavar="FILE",
+            help="MCP servers from an mcpServers JSON file (Claude Desktop, Cursor, VS Code); "
+            "combines with --server.",
+        ),
+    ] = None,
+    no_sampling: Annotated[
+        bool,
+        typer.Option(
+            "--no-sampling", help="Do not answer servers' sampling requests with the local model."
+        ),
+    ] = False,
     demo: Annotated[
         str | None,
         typer.Option("--demo", help="Demo servers to start, comma-separated (default: all)."),
@@ -149,10 +164,19 @@ def run(
         read_only_overrides,
     )
     from toolweave.adapters.cli.display import RunTrace
+    from toolweave.adapters.langchain.chat_model import ChatToolweave
     from toolweave.adapters.langchain.tools import to_langchain
-    from toolweave.adapters.mcp.client import MCPHub, ServerConfig, demo_server_configs
+    from toolweave.adapters.mcp.client import (
+        MCPConfigError,
+        MCPHub,
+        ServerConfig,
+        chat_model_sampler,
+        demo_server_configs,
+        load_mcp_config,
+    )
     from toolweave.consent import with_consent
     from toolweave.errors import ToolweaveError
+    from toolweave.models import resolve_model
     from toolweave.modes import MODES, check_mode
     from toolweave.prompting.template_file import load_chat_template
 
@@ -163,16 +187,20 @@ def run(
     # Read and checked before any server starts: a bad file is one line, exit code 2.
     template = None if chat_template is None else load_chat_template(chat_template)
     chat_options: dict[str, Any] = {} if template is None else {"chat_template": template}
+    resolve_model(model)  # a missing model file fails before any server starts
     console = Console(highlight=False, stderr=as_json)
     trace = RunTrace(console, quiet=as_json)
     try:
-        configs = (
-            [ServerConfig.parse(s) for s in server]
-            if server
-            else demo_server_configs(state_dir, names=demo.split(",") if demo else None)
-        )
+        configs = [ServerConfig.parse(s) for s in server or []]
+        if mcp_config is not None:
+            configs += load_mcp_config(mcp_config)
+        if not configs:
+            configs = demo_server_configs(state_dir, names=demo.split(",") if demo else None)
+    except MCPConfigError as exc:
+        raise typer.BadParameter(f"--mcp-config: {exc}") from None
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
+    own_servers = bool(server or mcp_config)
     overrides = read_only_overrides(read_only or [], not_read_only or [])
     allowed = list(allow or [])
     policy = cli_policy(yes=yes, allow=allowed, interactive=sys.stdin.isatty(), show=trace.prompt)
@@ -185,7 +213,12 @@ def run(
     directory = prompt_cache or cache_root() / "prompt-states"
     store = None if no_prompt_cache else _state_store(directory, cache_limit)
     try:
-        with MCPHub(configs, read_only_overrides=overrides) as hub:
+        sampler = None
+        if not no_sampling:
+            answerer = ChatToolweave(model=model, max_tokens=256, **chat_options)
+            sampler = chat_model_sampler(answerer, max_tokens=min(max_tokens, 256))
+        hub_options = {"progress": trace.progress, "sampling": sampler}
+        with MCPHub(configs, read_only_overrides=overrides, **hub_options) as hub:
             if not hub.tools:
                 raise ToolweaveError("the MCP servers offer no tools")
             check_tool_names(hub.tools, allowed, "--allow")
@@ -198,7 +231,7 @@ def run(
             guarded = [with_consent(t, policy, _denied_to(trace)) for t in hub.tools]
             tools = [to_langchain(t) for t in guarded]
             if agent == "plan":
-                examples = [] if server else _nearest_examples(_demo_examples(), request)
+                examples = [] if own_servers else _nearest_examples(_demo_examples(), request)
                 answer, summary, calls = _run_plan(
                     hub,
                     request,
