@@ -23,7 +23,12 @@ if TYPE_CHECKING:
     from toolweave.adapters.langchain.plan_agent import PlanOutAgent, PlanOutResult
     from toolweave.adapters.langchain.provisional import ProvisionalToolMiddleware
     from toolweave.adapters.langchain.tools import from_langchain, to_langchain
-    from toolweave.adapters.mcp.client import demo_server_configs
+    from toolweave.adapters.mcp.client import (
+        MCPConfigError,
+        chat_model_sampler,
+        demo_server_configs,
+        load_mcp_config,
+    )
     from toolweave.adapters.mcp.config import ServerConfig
     from toolweave.adapters.mcp.hub import MCPHub
     from toolweave.consent import ConsentDecision, ConsentPolicy, ConsentRequest, with_consent
@@ -32,7 +37,9 @@ if TYPE_CHECKING:
         CallFormatError,
         ConstraintError,
         ContextFullError,
+        DecodeCancelledError,
         DecodeError,
+        EngineBusyError,
         EngineError,
         ModeError,
         ModelError,
@@ -42,7 +49,14 @@ if TYPE_CHECKING:
         ToolweaveError,
     )
     from toolweave.events import CallEvent
-    from toolweave.formats import CallFormat, format_for_chat_template, get_format
+    from toolweave.formats import (
+        CallFormat,
+        CallStream,
+        calls_in_text,
+        detect_call_format,
+        format_for_chat_template,
+        get_format,
+    )
     from toolweave.grammar.call import call_grammar, value_grammar
     from toolweave.models import default_model_path, gemma_model_path, resolve_model
     from toolweave.modes import MODES, Mode, check_mode
@@ -56,6 +70,7 @@ if TYPE_CHECKING:
     from toolweave.plan.parse import PlanStreamParser, parse_plan
     from toolweave.prompting.chat_template import render_chat
     from toolweave.prompting.promptweaver import PromptWeaver
+    from toolweave.prompting.template_file import ChatTemplateError, load_chat_template
     from toolweave.prompting.toolrag import ToolRAG
     from toolweave.readonly import ReadOnlyDecision, classify_tool, classify_tools
     from toolweave.results import CallResult, CallStats, InvalidCall
@@ -70,7 +85,9 @@ _WHERE: dict[str, str] = {
             "CallFormatError",
             "ConstraintError",
             "ContextFullError",
+            "DecodeCancelledError",
             "DecodeError",
+            "EngineBusyError",
             "EngineError",
             "ModeError",
             "ModelError",
@@ -91,11 +108,24 @@ _WHERE: dict[str, str] = {
     **dict.fromkeys(
         ("default_model_path", "gemma_model_path", "resolve_model"), "toolweave.models"
     ),
-    **dict.fromkeys(("CallFormat", "format_for_chat_template", "get_format"), "toolweave.formats"),
+    **dict.fromkeys(
+        (
+            "CallFormat",
+            "CallStream",
+            "calls_in_text",
+            "detect_call_format",
+            "format_for_chat_template",
+            "get_format",
+        ),
+        "toolweave.formats",
+    ),
     **dict.fromkeys(("call_grammar", "value_grammar"), "toolweave.grammar.call"),
     **dict.fromkeys(("ReadOnlyDecision", "classify_tool", "classify_tools"), "toolweave.readonly"),
     # pure: prompts, drafting, plans
     "render_chat": "toolweave.prompting.chat_template",
+    **dict.fromkeys(
+        ("ChatTemplateError", "load_chat_template"), "toolweave.prompting.template_file"
+    ),
     "ToolRAG": "toolweave.prompting.toolrag",
     "PromptWeaver": "toolweave.prompting.promptweaver",
     "NgramTable": "toolweave.drafting.ngram",
@@ -120,7 +150,10 @@ _WHERE: dict[str, str] = {
     **dict.fromkeys(("from_langchain", "to_langchain"), "toolweave.adapters.langchain.tools"),
     "MCPHub": "toolweave.adapters.mcp.hub",
     "ServerConfig": "toolweave.adapters.mcp.config",
-    "demo_server_configs": "toolweave.adapters.mcp.client",
+    **dict.fromkeys(
+        ("MCPConfigError", "chat_model_sampler", "demo_server_configs", "load_mcp_config"),
+        "toolweave.adapters.mcp.client",
+    ),
 }
 
 __all__ = [
@@ -131,6 +164,8 @@ __all__ = [
     "CallLedger",
     "CallResult",
     "CallStats",
+    "CallStream",
+    "ChatTemplateError",
     "ChatToolweave",
     "ConsentDecision",
     "ConsentPolicy",
@@ -138,10 +173,13 @@ __all__ = [
     "ConstraintError",
     "ContextFullError",
     "CostTable",
+    "DecodeCancelledError",
     "DecodeError",
     "Engine",
+    "EngineBusyError",
     "EngineError",
     "InvalidCall",
+    "MCPConfigError",
     "MCPHub",
     "Mode",
     "ModeError",
@@ -170,17 +208,22 @@ __all__ = [
     "ToolSpecError",
     "ToolweaveError",
     "call_grammar",
+    "calls_in_text",
+    "chat_model_sampler",
     "check_mode",
     "classify_tool",
     "classify_tools",
     "default_model_path",
     "demo_server_configs",
+    "detect_call_format",
     "execute_plan",
     "execute_plan_text",
     "format_for_chat_template",
     "from_langchain",
     "gemma_model_path",
     "get_format",
+    "load_chat_template",
+    "load_mcp_config",
     "load_tools",
     "load_tools_file",
     "measure_costs",
