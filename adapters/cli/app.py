@@ -4,6 +4,7 @@
                    [--format F] [--max-calls N] [--max-tokens N]
     toolweave classify --tools FILE [--json] [--override NAME=true|false ...]
     toolweave run "REQUEST" [--server CMD|URL ...] [--model M] [--json] [--compare]
+    toolweave serve [--host H] [--port P] [--model M] [--mode MODE] [--api-key KEY]
     toolweave bench engine --json OUT [--model M] [--calls N]
 
 Each command's module is imported only when that command runs or shows its help.
@@ -51,6 +52,7 @@ app = typer.Typer(
             "classify": "toolweave.adapters.cli.classify:classify",
             "run": "toolweave.adapters.cli.run:run",
             "call": "toolweave.adapters.cli.call:call",
+            "serve": "toolweave.adapters.serve.command:serve",
         }
     ),
 )
