@@ -132,9 +132,15 @@ def bench_engine(
         typer.Option("--contexts", help="Prompt lengths of the serial-step sweep; '' skips it."),
     ] = ",".join(map(str, CONTEXTS)),
     rounds: Annotated[int, typer.Option("--rounds", min=1, help="Sweep rounds.")] = 3,
+    flash_attn: Annotated[
+        str,
+        typer.Option("--flash-attn", help="The sweep's toolweave engines: auto, on or off."),
+    ] = "auto",
 ) -> None:
     """Engine cost table, constrained vs grammar, serial steps vs llama-cpp-python."""
     lengths = _contexts(contexts)
+    if flash_attn not in ("auto", "on", "off"):
+        raise typer.BadParameter(f"--flash-attn must be auto, on or off, got {flash_attn!r}")
     requests = assistant_requests(tools, queries, calls)
     out = Console(highlight=False)
     path = resolve_model(model)
@@ -161,6 +167,7 @@ def bench_engine(
                 path,
                 contexts=lengths,
                 rounds=rounds,
+                flash_attn={"auto": None, "on": True, "off": False}[flash_attn],
                 on_point=lambda key: progress.update(task, advance=1),
             )
         report = _report(engine, table, comparison, requests, sweep)

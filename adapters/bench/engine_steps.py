@@ -79,12 +79,14 @@ class StepSweep:
     rounds: int
     steps: int
     bound: dict[str, object]
+    flash_attn: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "cores": self.cores,
             "rounds": self.rounds,
             "steps_per_point": self.steps,
+            "flash_attn": {None: "auto", True: "on", False: "off"}[self.flash_attn],
             "logit_bound_all_cores": self.bound,
             "contexts": [c.to_dict() for c in self.contexts],
         }
@@ -129,9 +131,12 @@ def sweep_steps(
     contexts: Sequence[int] = CONTEXTS,
     rounds: int = 3,
     steps: int = 16,
+    flash_attn: bool | None = None,
     on_point: Callable[[str], None] | None = None,
 ) -> StepSweep:
-    """Time every point `rounds` times, interleaved, and keep the medians."""
+    """Time every point `rounds` times, interleaved, and keep the medians. `flash_attn`
+    is the toolweave engines' setting (None: llama.cpp's auto); llama-cpp-python's
+    `Llama` runs at its own default (off)."""
     cores = default_threads()
     # Room for the logit bound's own measurement (contexts up to ~750 tokens) as well.
     n_ctx = max(max(contexts) + steps + max(PASS_SIZES) + 64, 1024)
@@ -145,8 +150,10 @@ def sweep_steps(
 
     with (
         LlamaCppSteps(model_path, n_ctx=n_ctx, n_threads_batch=cores) as lcpp,
-        Engine(model_path, n_ctx=n_ctx, n_seq_max=2) as default,
-        Engine(model_path, n_ctx=n_ctx, n_seq_max=2, batch_invariant=False) as every,
+        Engine(model_path, n_ctx=n_ctx, n_seq_max=2, flash_attn=flash_attn) as default,
+        Engine(
+            model_path, n_ctx=n_ctx, n_seq_max=2, batch_invariant=False, flash_attn=flash_attn
+        ) as every,
     ):
         bound = engine_bound(every, cache_dir=None).to_dict()
         unit = default.tokenize(_FILLER, parse_special=False)
@@ -172,7 +179,7 @@ def sweep_steps(
             res.toolweave_ms, res.all_cores_ms = med["toolweave"], med["all_cores"]
             res.toolweave_threads = default.n_threads
             res.pass_ms = {k: med[f"pass_{k}"] for k in PASS_SIZES}
-    return StepSweep(tuple(results[c] for c in contexts), cores, rounds, steps, bound)
+    return StepSweep(tuple(results[c] for c in contexts), cores, rounds, steps, bound, flash_attn)
 
 
 def sweep_points(contexts: Sequence[int], rounds: int, cores: int) -> int:
@@ -182,7 +189,11 @@ def sweep_points(contexts: Sequence[int], rounds: int, cores: int) -> int:
 
 def print_sweep(sweep: StepSweep, console: Console) -> None:
     threads = range(1, sweep.cores + 1)
-    view = Table(title=f"serial step, ms (median of {sweep.rounds} rounds x {sweep.steps} steps)")
+    fa = {None: "auto", True: "on", False: "off"}[sweep.flash_attn]
+    view = Table(
+        title=f"serial step, ms (median of {sweep.rounds} rounds x {sweep.steps} steps; "
+        f"toolweave flash attention {fa})"
+    )
     view.add_column("context", justify="right")
     for t in threads:
         view.add_column(f"llama-cpp {t}t", justify="right")

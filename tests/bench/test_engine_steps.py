@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import pytest
+
 from toolweave.adapters.bench.engine_steps import PASS_SIZES, sweep_points, sweep_steps
 from toolweave.models import default_model_path
 from toolweave.native.threads import default_threads
 
 
-def test_sweep_times_every_thread_count_and_both_engines() -> None:
+@pytest.mark.parametrize("flash_attn", [None, False])
+def test_sweep_times_every_thread_count_and_both_engines(flash_attn: bool | None) -> None:
     points: list[str] = []
     sweep = sweep_steps(
-        default_model_path(), contexts=(48, 96), rounds=1, steps=3, on_point=points.append
+        default_model_path(),
+        contexts=(48, 96),
+        rounds=1,
+        steps=3,
+        flash_attn=flash_attn,
+        on_point=points.append,
     )
     cores = default_threads()
     assert len(points) == sweep_points((48, 96), 1, cores)
@@ -23,4 +31,5 @@ def test_sweep_times_every_thread_count_and_both_engines() -> None:
         assert c.best_llama_cpp_ms == min(c.llama_cpp_ms.values())
     report = sweep.to_dict()
     assert report["cores"] == cores
+    assert report["flash_attn"] == ("auto" if flash_attn is None else "off")
     assert float(str(report["logit_bound_all_cores"]["bound"])) >= 0.0
