@@ -69,6 +69,7 @@ logger = logging.getLogger(__name__)
 _WAIT_MARGIN = 10.0
 
 _T = TypeVar("_T")
+_Item = TypeVar("_Item")
 #: Pages a resource or prompt listing may take, for the bound on waiting for it.
 MAX_LISTING_PAGES = MAX_TOOL_PAGES
 
@@ -410,29 +411,27 @@ class MCPHub:
         return MCPConnection(config, self._task_group, sampling=sampling)
 
     async def _list_resources(self) -> list[ResourceInfo]:
-        found: dict[str, list[ResourceInfo]] = {}
-        errors: dict[str, ToolServerError] = {}
+        async def listing(name: str, connection: MCPConnection) -> list[ResourceInfo]:
+            return [resource_info(name, r) for r in await connection.list_resources()]
 
-        async def one(name: str, connection: MCPConnection) -> None:
-            try:
-                found[name] = [resource_info(name, r) for r in await connection.list_resources()]
-            except ToolServerError as exc:
-                errors[name] = exc
-
-        async with anyio.create_task_group() as group:
-            for name, connection in self._connections.items():
-                group.start_soon(one, name, connection)
-        if errors:
-            raise next(errors[name] for name in self._configs if name in errors)
-        return [item for name in self._configs for item in found.get(name, [])]
+        return await self._from_every_server(listing)
 
     async def _list_prompts(self) -> list[PromptInfo]:
-        found: dict[str, list[PromptInfo]] = {}
+        async def listing(name: str, connection: MCPConnection) -> list[PromptInfo]:
+            return [prompt_info(name, p) for p in await connection.list_prompts()]
+
+        return await self._from_every_server(listing)
+
+    async def _from_every_server(
+        self, listing: Callable[[str, MCPConnection], Awaitable[list[_Item]]]
+    ) -> list[_Item]:
+        """`listing` of every server at once, in server order; the first failure raises."""
+        found: dict[str, list[_Item]] = {}
         errors: dict[str, ToolServerError] = {}
 
         async def one(name: str, connection: MCPConnection) -> None:
             try:
-                found[name] = [prompt_info(name, p) for p in await connection.list_prompts()]
+                found[name] = await listing(name, connection)
             except ToolServerError as exc:
                 errors[name] = exc
 
