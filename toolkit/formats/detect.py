@@ -197,7 +197,7 @@ def _render(
 ) -> str:
     """The probe conversation: the question, then an answer with ``calls`` (with None,
     no answer but the generation prompt)."""
-    from toolweave.prompting.chat_template import assistant_calls_message, render_chat
+    from toolweave.prompting.chat_template import assistant_calls_message
 
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if calls:
@@ -207,14 +207,7 @@ def _render(
     if calls is not None:
         messages.append(message)
     try:
-        text = render_chat(
-            template,
-            messages,
-            tools=PROBE_TOOLS,
-            bos_token="<s>",
-            eos_token="</s>",
-            add_generation_prompt=calls is None,
-        )
+        text = _probe_render(template, messages, add_generation_prompt=calls is None)
     except Exception as exc:  # a template is arbitrary code: any failure is a refusal
         message_text = " ".join(str(exc).split())[:_MAX_REASON]
         raise CallFormatError(
@@ -223,6 +216,23 @@ def _render(
     for i in range(len(PROBE_CALLS)):
         text = text.replace(default_call_id(i), CALL_ID)
     return text
+
+
+def _probe_render(
+    template: str, messages: list[dict[str, Any]], *, add_generation_prompt: bool
+) -> str:
+    """`messages` rendered as every probe renders them: with the probe tools and
+    placeholder BOS/EOS text. Raises whatever the template raises."""
+    from toolweave.prompting.chat_template import render_chat
+
+    return render_chat(
+        template,
+        messages,
+        tools=PROBE_TOOLS,
+        bos_token="<s>",
+        eos_token="</s>",
+        add_generation_prompt=add_generation_prompt,
+    )
 
 
 def _added(before: str, after: str) -> str:
@@ -265,22 +275,13 @@ def _after_prompt(added: str, prompt: str) -> str:
 
 def _turn_end(template: str, content: str | None) -> str:
     """The tag that ends a plain assistant answer (``<|im_end|>``, ``<seed:eos>``)."""
-    from toolweave.prompting.chat_template import render_chat
-
     answer = "Sunny all week."
     messages = [
         {"role": "user", "content": _QUESTION},
         {"role": "assistant", "content": answer},
     ]
     try:
-        text = render_chat(
-            template,
-            messages,
-            tools=PROBE_TOOLS,
-            bos_token="<s>",
-            eos_token="</s>",
-            add_generation_prompt=False,
-        )
+        text = _probe_render(template, messages, add_generation_prompt=False)
     except Exception:  # the calls rendered; a plain answer failing only loses the trim
         return ""
     found = _TAGS.match(text[text.rfind(answer) + len(answer) :].lstrip())
