@@ -20,7 +20,6 @@ import fcntl
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tarfile
 import tempfile
@@ -34,6 +33,7 @@ import numpy as np
 
 from toolweave.disk_cache import atomic_write, cache_root, format_size
 from toolweave.errors import ModelError, ToolweaveError
+from toolweave.eval.pip_fetch import FetchError, pip_download
 from toolweave.eval.zoo_spec import (
     SDIST_VERSION,
     ZOO_DIMS,
@@ -234,25 +234,18 @@ def _sdist(folder: Path, version: str, say: Progress) -> Iterator[Path]:
     tmp = Path(tempfile.mkdtemp(prefix="sdist-", dir=folder))
     try:
         say(f"zoo: downloading the llama-cpp-python {version} sdist (about 77 MB, not built)")
-        cmd = [
-            sys.executable, "-m", "pip", "download", f"llama-cpp-python=={version}",
-            "--no-deps", "--no-binary", ":all:", "-q", "-d", str(tmp),
-        ]  # fmt: skip
         try:
-            done = subprocess.run(
-                cmd, capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT_S, check=False
+            archive = pip_download(
+                f"llama-cpp-python=={version}",
+                tmp,
+                sdist=True,
+                pattern="llama_cpp_python-*.tar.gz",
+                timeout=DOWNLOAD_TIMEOUT_S,
             )
-        except subprocess.TimeoutExpired:
-            raise ZooUnavailable(
-                f"pip download of llama-cpp-python {version} took over {DOWNLOAD_TIMEOUT_S:.0f} s"
-            ) from None
-        archives = sorted(tmp.glob("llama_cpp_python-*.tar.gz"))
-        if done.returncode != 0 or not archives:
-            tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            raise ZooUnavailable(
-                f"cannot download the llama-cpp-python {version} sdist: {tail[:200]}"
-            )
-        yield archives[0]
+        except FetchError as exc:
+            msg = f"cannot download the llama-cpp-python {version} sdist: {exc}"
+            raise ZooUnavailable(msg) from None
+        yield archive
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -14,8 +14,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -23,6 +21,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
 from toolweave.errors import ToolweaveError
+from toolweave.eval.pip_fetch import FetchError, pip_download
 
 T = TypeVar("T")
 
@@ -182,27 +181,16 @@ def _is_complete(directory: Path, markers: Sequence[str]) -> bool:
 
 
 def _download_wheel(into: Path, hint: str) -> Path:
-    command = [
-        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-        "--disable-pip-version-check", "--retries", "2", "--timeout", "30",
-        "-d", str(into), f"bfcl-eval=={BFCL_VERSION}",
-    ]  # fmt: skip
     try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=_DOWNLOAD_TIMEOUT_S, check=False
+        return pip_download(
+            f"bfcl-eval=={BFCL_VERSION}",
+            into,
+            sdist=False,
+            pattern="bfcl_eval-*.whl",
+            timeout=_DOWNLOAD_TIMEOUT_S,
         )
-    except subprocess.TimeoutExpired:
-        raise DatasetError(
-            f"downloading bfcl-eval=={BFCL_VERSION} took more than {_DOWNLOAD_TIMEOUT_S} s; {hint}"
-        ) from None
-    wheels = sorted(into.glob("bfcl_eval-*.whl"))
-    if done.returncode != 0 or not wheels:
-        tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:])
-        raise DatasetError(
-            f"pip download of bfcl-eval=={BFCL_VERSION} failed (exit {done.returncode}); "
-            f"{hint}\n{tail}"
-        )
-    return wheels[0]
+    except FetchError as exc:
+        raise DatasetError(f"{exc}; {hint}") from None
 
 
 def _extract_tree(wheel: Path, prefix: str, into: Path) -> None:
