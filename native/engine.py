@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Concatenate, ParamSpec, TypeVar
+from typing import Concatenate, Literal, ParamSpec, TypeVar
 
 import llama_cpp
 import numpy as np
@@ -116,8 +116,8 @@ class Engine:
         n_batch: int = 512,
         n_threads: int | None = None,
         n_threads_batch: int | None = None,
-        batch_invariant: bool = True,
-        flash_attn: bool | None = None,
+        batch_invariant: bool = False,
+        flash_attn: bool | Literal["auto"] | None = None,
         verbose: bool = False,
         chat_template: str | None = None,
     ) -> None:
@@ -159,11 +159,16 @@ class Engine:
         self.n_vocab: int = llama_cpp.llama_vocab_n_tokens(self._vocab)
         self.n_ctx_train: int = llama_cpp.llama_model_n_ctx_train(model)
 
-        # With several threads, llama.cpp's CPU attention splits a single-token pass over
-        # the KV cells (once they pass 256), so its logits differ from the same token's
-        # row in a multi-token pass by up to ~0.9. One thread for single-token passes and
-        # all cores for batches makes them bit-identical (what `lossless` needs) at a
-        # measured ~2-7% per serial step on this 2-core CPU.
+        # Every kind of pass runs on all physical cores by default, with flash attention
+        # off, as llama-cpp-python's `Llama` runs: on the CPU backend that is the faster
+        # serial step at long contexts (SmolLM2 at 3,000 tokens: 24.7 against 77.4 ms with
+        # llama.cpp's "auto"), and it scales with the machine. A single-token pass then
+        # computes a token's logits slightly differently from the same token's row in a
+        # multi-token pass, so `lossless` decides by a measured bound
+        # (`toolweave.native.numerics`). `batch_invariant=True` is the exact opt-in: one
+        # thread for single-token passes and llama.cpp's flash-attention default make the
+        # two bit-identical on SmolLM2 Q4_1 (not on K-quants), at a serial step that does
+        # not grow with the cores.
         batch_threads = n_threads_batch or n_threads or default_threads()
         threads = n_threads or (1 if batch_invariant else batch_threads)
         self.n_seq_max = n_seq_max
@@ -171,10 +176,10 @@ class Engine:
         self.n_threads = threads
         self.n_threads_batch = batch_threads
         self.batch_invariant = batch_invariant and not n_threads
-        # None: llama.cpp decides ("auto", on for this CPU backend). The exact engine's
-        # bit-identical rows were measured with it on; with it off llama.cpp's CPU serial
-        # steps are faster at long contexts but differ from batched rows (SmolLM2: 0.83).
-        self.flash_attn = flash_attn
+        # None: off on the default engine, llama.cpp's own choice ("auto") on the exact one.
+        if flash_attn is None:
+            flash_attn = "auto" if self.batch_invariant else False
+        self.flash_attn: bool | Literal["auto"] = flash_attn
         self._n_ctx_wanted = n_ctx
         self._released = False
         self.last_acquire_ms: float | None = None
@@ -200,7 +205,7 @@ class Engine:
         cparams.n_threads = self.n_threads
         cparams.n_threads_batch = self.n_threads_batch
         cparams.kv_unified = True
-        if self.flash_attn is not None:
+        if self.flash_attn != "auto":
             cparams.flash_attn_type = 1 if self.flash_attn else 0
         cparams.no_perf = True
         ctx = llama_cpp.llama_init_from_model(self.model, cparams)

@@ -33,10 +33,9 @@ class PassTimes:
     size, a plain step being size 1.
 
     The cost table is measured on a short prompt without a grammar; a real output pays
-    attention over its whole prompt (one thread for serial steps, all cores for a
-    verification pass) and the grammar's work on every verified row. `ms(n, table)` is the
-    measured time when there is one, else the table's scaled by how far the measured
-    plain step is from the table's.
+    attention over its whole prompt and the grammar's work on every verified row.
+    `ms(n, table)` is the measured time when there is one, else the table's scaled by how
+    far the measured plain step is from the table's.
     """
 
     def __init__(self, weight: float = 0.3) -> None:

@@ -45,7 +45,7 @@ DEFAULT_SAFETY = 1.5
 #: Context lengths and pass sizes measured (clamped to the free KV cells).
 CONTEXTS = (300, 1000)
 PASS_SIZES = (2, 4, 8)
-_FORMAT = "toolweave-logit-bound-v2"
+_FORMAT = "toolweave-logit-bound-v3"
 log = logging.getLogger("toolweave.numerics")
 
 
@@ -101,7 +101,8 @@ def measure_bound(
     safety: float = DEFAULT_SAFETY,
 ) -> LogitBound:
     """Measure the bound in the empty sequence `seq` (left empty again): for each context
-    length, k serial steps against one k-token pass over the same tokens."""
+    length, k + 1 serial steps against one k-token pass over the same tokens followed by
+    the same last step (which then reads KV cells the pass wrote)."""
     if safety < 1:
         raise ValueError("safety must be >= 1")
     with engine.lock:
@@ -120,17 +121,20 @@ def measure_bound(
                 engine.prefill(seq, tokens[done:ctx], start=done, logits_last=False)
                 done = ctx
                 for k in pass_sizes:
-                    draft = tokens[ctx : ctx + k]
+                    # k serial steps and one more, against a k-token pass and the same
+                    # step after it: the rows, and a step reading KV a pass wrote.
+                    draft = tokens[ctx : ctx + k + 1]
                     serial = [
                         engine.forward([BatchToken(t, ctx + i, (seq,), True)])[0].copy()
                         for i, t in enumerate(draft)
                     ]
                     engine.seq_remove(seq, ctx)
                     rows = engine.forward(
-                        [BatchToken(t, ctx + i, (seq,), True) for i, t in enumerate(draft)]
+                        [BatchToken(t, ctx + i, (seq,), True) for i, t in enumerate(draft[:k])]
                     )
+                    after = engine.forward([BatchToken(draft[k], ctx + k, (seq,), True)])[0]
                     engine.seq_remove(seq, ctx)
-                    for a, b in zip(serial, rows, strict=True):
+                    for a, b in zip(serial, [*rows, after], strict=True):
                         worst = max(worst, float(np.max(np.abs(a - b))))
         finally:
             engine.seq_remove(seq)
@@ -186,6 +190,7 @@ def _cache_key(engine: Engine) -> str:
         model_fingerprint(engine.model_path),
         llama_cpp.__version__,
         f"t{engine.n_threads}-{engine.n_threads_batch}",
+        {"auto": "fa-auto", True: "fa-on", False: "fa-off"}[engine.flash_attn],
         "invariant" if engine.batch_invariant else "free",
     )
     return "-".join(parts)

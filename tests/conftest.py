@@ -25,8 +25,30 @@ QUERIES_FILE = ROOT / "adapters" / "bench" / "data" / "tool_queries.json"
 
 @pytest.fixture(scope="session")
 def engine() -> Iterator[Engine]:
-    """SmolLM2-135M with room for long tool prompts and 16 sequences."""
+    """SmolLM2-135M with room for long tool prompts and 16 sequences, as every mode builds
+    it by default: all cores for every pass, flash attention off."""
     with Engine(default_model_path(), n_ctx=8192, n_seq_max=16) as eng:
+        yield eng
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_prompt_states(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """`ChatToolweave`'s default state store in a directory of this test session, so no
+    test restores a prompt state an earlier run (or the user) saved."""
+    from toolweave.adapters.langchain import chat_model
+
+    mp = pytest.MonkeyPatch()
+    folder = tmp_path_factory.mktemp("prompt-states")
+    mp.setattr(chat_model, "default_store_dir", lambda: folder)
+    yield
+    mp.undo()
+
+
+@pytest.fixture(scope="session")
+def exact_engine() -> Iterator[Engine]:
+    """The opt-in exact engine (`batch_invariant=True`): single-token passes on one
+    thread, bit-identical to the rows of multi-token passes on SmolLM2 Q4_1."""
+    with Engine(default_model_path(), n_ctx=8192, n_seq_max=16, batch_invariant=True) as eng:
         yield eng
 
 

@@ -13,12 +13,20 @@ __all__ = ["CallResult", "CallStats", "InvalidCall", "NearTie"]
 
 @dataclass(frozen=True)
 class NearTie:
-    """A draft position a batched row could not decide: its best token led the runner-up
-    by `gap`, within twice the engine's logit bound, so it was decided on the reference
-    path (the pass `jump` or plain decoding makes) instead. `position` counts output tokens."""
+    """A position decided on the reference path because its best token led the runner-up
+    by `gap`, within twice the engine's logit bound. `position` counts output tokens.
+
+    `kind` says why: "row", a batched row of a verification pass could not decide it, so
+    the pass `jump` (or plain decoding) makes there decided it; "rewritten", that pass read
+    KV cells a verification pass had written and could not decide it either, so those
+    cells were first written again in the reference decoder's own passes; "drift", the
+    same, but rewriting would have cost more passes than allowed, so that pass decided it
+    as it was: the one kind of position where the output may differ from the reference
+    decoder's (by a choice between two tokens within the kernels' rounding)."""
 
     position: int
     gap: float
+    kind: str = "row"
 
 
 @dataclass(frozen=True)

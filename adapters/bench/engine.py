@@ -134,13 +134,18 @@ def bench_engine(
     rounds: Annotated[int, typer.Option("--rounds", min=1, help="Sweep rounds.")] = 3,
     flash_attn: Annotated[
         str,
-        typer.Option("--flash-attn", help="The sweep's toolweave engines: auto, on or off."),
-    ] = "auto",
+        typer.Option(
+            "--flash-attn",
+            help="The sweep's default engine: default (off), auto (llama.cpp's), on or off.",
+        ),
+    ] = "default",
 ) -> None:
     """Engine cost table, constrained vs grammar, serial steps vs llama-cpp-python."""
     lengths = _contexts(contexts)
-    if flash_attn not in ("auto", "on", "off"):
-        raise typer.BadParameter(f"--flash-attn must be auto, on or off, got {flash_attn!r}")
+    if flash_attn not in ("default", "auto", "on", "off"):
+        raise typer.BadParameter(
+            f"--flash-attn must be default, auto, on or off, got {flash_attn!r}"
+        )
     requests = assistant_requests(tools, queries, calls)
     out = Console(highlight=False)
     path = resolve_model(model)
@@ -167,7 +172,7 @@ def bench_engine(
                 path,
                 contexts=lengths,
                 rounds=rounds,
-                flash_attn={"auto": None, "on": True, "off": False}[flash_attn],
+                flash_attn={"default": None, "auto": "auto", "on": True, "off": False}[flash_attn],
                 on_point=lambda key: progress.update(task, advance=1),
             )
         report = _report(engine, table, comparison, requests, sweep)

@@ -5,13 +5,14 @@ round, in one process on one model file, interleaved:
 
 - llama-cpp-python's greedy step (`Llama.generate` at temperature 0) at every thread
   count from 1 to the physical core count;
-- toolweave's default engine (`Engine(path)`, as every mode builds it): its serial step
-  (one token, logits, argmax) and its k-token verification passes;
-- an engine with serial steps on every core (`batch_invariant=False`), the setting whose
-  rows the logit bound covers.
+- toolweave's default engine (`Engine(path)`, as every mode builds it: every pass on all
+  cores, flash attention off): its serial step (one token, logits, argmax) and its
+  k-token verification passes;
+- the exact engine (`batch_invariant=True`: serial steps on one thread, llama.cpp's
+  flash-attention default), whose rows equal its serial steps bit for bit on SmolLM2.
 
 The median over rounds is reported per point, with the calibrated logit bound of the
-every-core engine.
+default engine (the one `lossless` and ExSpec decide by).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from rich.console import Console
@@ -51,7 +52,7 @@ class ContextSteps:
     llama_cpp_ms: dict[int, float] = field(default_factory=dict)
     toolweave_ms: float = 0.0
     toolweave_threads: int = 0
-    all_cores_ms: float = 0.0
+    exact_ms: float = 0.0
     pass_ms: dict[int, float] = field(default_factory=dict)
 
     @property
@@ -68,7 +69,7 @@ class ContextSteps:
             "best_threads": self.best_threads,
             "best_llama_cpp_ms": self.best_llama_cpp_ms,
             "toolweave_over_best": self.toolweave_ms / self.best_llama_cpp_ms,
-            "all_cores_over_best": self.all_cores_ms / self.best_llama_cpp_ms,
+            "exact_over_best": self.exact_ms / self.best_llama_cpp_ms,
         }
 
 
@@ -79,15 +80,15 @@ class StepSweep:
     rounds: int
     steps: int
     bound: dict[str, object]
-    flash_attn: bool | None = None
+    flash_attn: bool | Literal["auto"] = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "cores": self.cores,
             "rounds": self.rounds,
             "steps_per_point": self.steps,
-            "flash_attn": {None: "auto", True: "on", False: "off"}[self.flash_attn],
-            "logit_bound_all_cores": self.bound,
+            "flash_attn": {"auto": "auto", True: "on", False: "off"}[self.flash_attn],
+            "logit_bound": self.bound,
             "contexts": [c.to_dict() for c in self.contexts],
         }
 
@@ -131,12 +132,12 @@ def sweep_steps(
     contexts: Sequence[int] = CONTEXTS,
     rounds: int = 3,
     steps: int = 16,
-    flash_attn: bool | None = None,
+    flash_attn: bool | Literal["auto"] | None = None,
     on_point: Callable[[str], None] | None = None,
 ) -> StepSweep:
     """Time every point `rounds` times, interleaved, and keep the medians. `flash_attn`
-    is the toolweave engines' setting (None: llama.cpp's auto); llama-cpp-python's
-    `Llama` runs at its own default (off)."""
+    is the default engine's setting (None: its default, off; the exact engine keeps
+    llama.cpp's auto); llama-cpp-python's `Llama` runs at its own default (off)."""
     cores = default_threads()
     # Room for the logit bound's own measurement (contexts up to ~750 tokens) as well.
     n_ctx = max(max(contexts) + steps + max(PASS_SIZES) + 64, 1024)
@@ -151,15 +152,13 @@ def sweep_steps(
     with (
         LlamaCppSteps(model_path, n_ctx=n_ctx, n_threads_batch=cores) as lcpp,
         Engine(model_path, n_ctx=n_ctx, n_seq_max=2, flash_attn=flash_attn) as default,
-        Engine(
-            model_path, n_ctx=n_ctx, n_seq_max=2, batch_invariant=False, flash_attn=flash_attn
-        ) as every,
+        Engine(model_path, n_ctx=n_ctx, n_seq_max=2, batch_invariant=True) as exact,
     ):
-        bound = engine_bound(every, cache_dir=None).to_dict()
+        bound = engine_bound(default, cache_dir=None).to_dict()
         unit = default.tokenize(_FILLER, parse_special=False)
         if unit != lcpp.tokenize(_FILLER):
             raise RuntimeError("llama-cpp-python and the engine tokenize the filler differently")
-        engines = {"toolweave": _EngineSteps(default), "all_cores": _EngineSteps(every)}
+        engines = {"toolweave": _EngineSteps(default), "exact": _EngineSteps(exact)}
         for ctx in contexts:
             prompt = (unit * (ctx // len(unit) + 1))[:ctx]
             for runner in engines.values():
@@ -176,10 +175,11 @@ def sweep_steps(
             res = results[ctx]
             med = {key: statistics.median(v) for (c, key), v in samples.items() if c == ctx}
             res.llama_cpp_ms = {t: med[f"llama_cpp_{t}"] for t in range(1, cores + 1)}
-            res.toolweave_ms, res.all_cores_ms = med["toolweave"], med["all_cores"]
+            res.toolweave_ms, res.exact_ms = med["toolweave"], med["exact"]
             res.toolweave_threads = default.n_threads
             res.pass_ms = {k: med[f"pass_{k}"] for k in PASS_SIZES}
-    return StepSweep(tuple(results[c] for c in contexts), cores, rounds, steps, bound, flash_attn)
+    fa = default.flash_attn
+    return StepSweep(tuple(results[c] for c in contexts), cores, rounds, steps, bound, fa)
 
 
 def sweep_points(contexts: Sequence[int], rounds: int, cores: int) -> int:
@@ -189,7 +189,7 @@ def sweep_points(contexts: Sequence[int], rounds: int, cores: int) -> int:
 
 def print_sweep(sweep: StepSweep, console: Console) -> None:
     threads = range(1, sweep.cores + 1)
-    fa = {None: "auto", True: "on", False: "off"}[sweep.flash_attn]
+    fa = {"auto": "auto", True: "on", False: "off"}[sweep.flash_attn]
     view = Table(
         title=f"serial step, ms (median of {sweep.rounds} rounds x {sweep.steps} steps; "
         f"toolweave flash attention {fa})"
@@ -199,7 +199,7 @@ def print_sweep(sweep: StepSweep, console: Console) -> None:
         view.add_column(f"llama-cpp {t}t", justify="right")
     for header in (
         "toolweave default",
-        "toolweave all cores",
+        "exact engine (1t)",
         *(f"pass k={k}" for k in PASS_SIZES),
     ):
         view.add_column(header, justify="right")
@@ -209,11 +209,11 @@ def print_sweep(sweep: StepSweep, console: Console) -> None:
             str(c.context_tokens),
             *(f"{c.llama_cpp_ms[t]:.1f}" for t in threads),
             f"{c.toolweave_ms:.1f} ({c.toolweave_threads}t) x{c.toolweave_ms / best:.2f}",
-            f"{c.all_cores_ms:.1f} x{c.all_cores_ms / best:.2f}",
+            f"{c.exact_ms:.1f} x{c.exact_ms / best:.2f}",
             *(f"{c.pass_ms[k]:.1f}" for k in PASS_SIZES),
         )
     console.print(view)
     console.print(
-        "x: against llama-cpp-python at its best thread count · logit bound of the all-cores "
+        "x: against llama-cpp-python at its best thread count · logit bound of the default "
         f"engine: {float(str(sweep.bound['bound'])):.3f}"
     )

@@ -29,14 +29,13 @@ noise, equally for every configuration) and tokens per pass, end-to-end latency
 Planner accuracy (plan DAG equals the ground truth's), n-gram table build time and size,
 and PromptWeaver's coverage and storage for several budgets.
 
-Two engines on the same model file: the baseline decodes with serial steps on all
-cores, as a plain llama.cpp user does; the four toolweave configurations run on a
-batch-invariant engine (serial steps on one thread), which is what makes a verification
-row equal a serial step bit for bit, so ExSpec's output equals plain greedy decoding. On
-this CPU that mode costs 10% per serial step at 300 tokens of context and 50% at 2,000:
-toolweave pays it, the baseline does not. `identical` checks the equality on real
-prompts: ``both`` (PromptWeaver + ExSpec) must decode exactly what ``promptweaver``
-(plain greedy on the same engine and prompt) decodes.
+Two engines on the same model file, both with the engine's defaults (every pass on all
+cores, flash attention off, as a plain llama-cpp-python user runs): the baseline's and
+the four toolweave configurations'. ExSpec decides a verified token from a batched row
+only past twice the engine's logit bound and otherwise by the serial step, so its output
+equals plain greedy decoding; `identical` checks that on real prompts: ``both``
+(PromptWeaver + ExSpec) must decode exactly what ``promptweaver`` (plain greedy on the
+same engine and prompt) decodes.
 """
 
 from __future__ import annotations
@@ -196,7 +195,7 @@ def run_pipeline_bench(
 
     with (
         Engine(path, n_ctx=N_CTX) as engine,
-        Engine(path, n_ctx=N_CTX, n_seq_max=2, batch_invariant=False) as plain,
+        Engine(path, n_ctx=N_CTX, n_seq_max=2) as plain,
     ):
         costs = engine_costs(engine)
         states = PrefixStates(state_dir, engine, disk_limit=cache_limit)

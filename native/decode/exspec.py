@@ -14,10 +14,17 @@ step is a plain single-token pass: nothing is paid. Drafts stop before uncertain
 they mark the slots the examples fill differently (argument values), where the table is
 right far less often.
 
-Output is token-for-token that of `generate_text` with the same grammar (or none): the
-engine is batch-invariant by default, so a verification row equals the serial step's
-logits, and under a grammar each row's choice is the constrained greedy token. With
-`jump` the tokens a grammar forces are prefilled in one pass (as in the `jump` mode).
+Output is token-for-token that of `generate_text` with the same grammar (or none). A
+verification row may sit up to the engine's logit bound away from the serial step
+(`toolweave.native.numerics`; exactly zero on the exact engine), so a row decides its
+token only where the best token leads by more than twice the bound; a closer position is
+left to the serial step, and a serial step that reads KV cells a verification pass wrote
+and cannot decide either is repeated after those cells are written again one token per
+pass (`toolweave.native.decode.reference`), unless that rewrite would take more than a
+few passes: then it decides as it is, within the kernels' rounding, and the position is
+logged (`NearTie` of kind "drift"), the one place the output may differ. Under a
+grammar each choice is the constrained greedy token. With `jump` the tokens a grammar
+forces are prefilled in one pass (as in the `jump` mode).
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from toolweave.drafting.ngram import AcceptanceRate, NgramTable, draft_length
 from toolweave.events import CallEvent
 from toolweave.native.calibration import CostTable, engine_costs
 from toolweave.native.constraints import TokenMatcher, top_with_gap, vocabulary_for
+from toolweave.native.decode.reference import MAX_REWRITE_PASSES, KVDrift, pass_starts, replay
 from toolweave.native.decode.text import _stop_at, greedy_token, text_done  # shared rules
 from toolweave.native.engine import BatchToken, Engine
 from toolweave.native.learning import Learned, engine_learning
@@ -112,6 +120,33 @@ def generate_with_exspec(
         t_first: float | None = None
         drafted = accepted = forced_total = 0
         near_ties: list[NearTie] = []
+        if bound is None and not engine.batch_invariant and table is not None:
+            bound = engine_bound(engine)
+        inexact = bound is not None and bound.max_delta > 0
+        drift = KVDrift()  # cells verification passes wrote since the last rewrite
+        serial_next = False  # a verification pass left the next choice to a serial step
+
+        def reference(logits: NDArray[np.float32], run: list[int]) -> NDArray[np.float32]:
+            """`logits` of the pass over `run` (the pending token and any forced run after
+            it), or, when they read cells a verification pass wrote and do not decide the
+            next choice, the same pass's logits after those cells are written again."""
+            if not drift.dirty or bound is None:
+                return logits
+            _, gap = _best(logits, matcher, True)
+            if bound.decides(gap):
+                return logits
+            start = drift.start
+            assert start is not None
+            region = [*tokens[start:], *run[1:]]  # run[0] is tokens[-1]
+            starts = pass_starts(drift.matcher, region, jump=jump)
+            at = len(tokens) + len(run) - 1
+            if len(starts) > MAX_REWRITE_PASSES:  # dearer than what the drafts saved
+                near_ties.append(NearTie(at, gap, "drift"))
+                return logits
+            near_ties.append(NearTie(at, gap, "rewritten"))
+            drift.clear()
+            return replay(engine, seq, len(prompt) + start, region, starts)
+
         try:
             while True:
                 emitted: list[int] = []
@@ -151,10 +186,18 @@ def generate_with_exspec(
                 budget = min(max_draft, max_tokens - len(tokens) - 1)
                 forced = matcher.forced()[: max_tokens - len(tokens)] if jump and matcher else []
                 if forced and matcher is not None:
-                    new = _jump(engine, seq, pos, tokens[-1], forced, matcher)
+                    logits = _jump_pass(engine, seq, pos, tokens[-1], forced)
+                    matcher.consume_many(forced)  # the grammar state the logits predict in
+                    try:
+                        logits = reference(logits, [tokens[-1], *forced])
+                        new = [*forced, matcher.best(logits)]
+                    finally:
+                        matcher.rollback(len(forced))
                     forced_total += len(forced)
                     continue
                 draft = table.draft(history, budget, certain_only=True) if table else []
+                if serial_next:  # the pass that left this choice open is the serial step
+                    draft, serial_next = [], False
                 if draft and matcher is not None:
                     draft = draft[: matcher.accepts_prefix(draft)]
                 at = tuple(history)  # the context the draft starts from
@@ -163,6 +206,7 @@ def generate_with_exspec(
                 t_pass = time.perf_counter()
                 if k == 0:
                     logits = engine.forward([BatchToken(tokens[-1], pos, (seq,), True)])[0]
+                    logits = reference(logits, [tokens[-1]])
                     new = [greedy_token(matcher, logits)]
                     times.observe(1, (time.perf_counter() - t_pass) * 1000)
                     if draft:  # a free observation: would the draft's first token have passed?
@@ -170,16 +214,19 @@ def generate_with_exspec(
                         contexts.observe(at, rate, int(hit), not hit)
                         rate = rate.observe(int(hit), not hit)
                     continue
-                if bound is None and not engine.batch_invariant:
-                    bound = engine_bound(engine)
+                after_pending = matcher.copy() if matcher is not None and jump else None
                 new, tie = _verify(engine, seq, pos, tokens[-1], draft[:k], matcher, bound)
+                if inexact and (tie is None or new):  # it wrote the cells of the kept tokens
+                    drift.mark(len(tokens) - 1, after_pending)
+                taken = len(new) if tie is not None else len(new) - 1  # draft tokens kept
                 if tie is not None:
-                    near_ties.append(NearTie(len(tokens) + len(new) - 1, tie))
+                    near_ties.append(NearTie(len(tokens) + len(new), tie))
+                    serial_next = True
                 times.observe(k + 1, (time.perf_counter() - t_pass) * 1000)
                 drafted += k
-                accepted += len(new) - 1
-                contexts.observe(at, rate, len(new) - 1, len(new) <= k)
-                rate = rate.observe(len(new) - 1, len(new) <= k)
+                accepted += taken
+                contexts.observe(at, rate, taken, taken < k)
+                rate = rate.observe(taken, taken < k)
         finally:
             engine.seq_remove(seq, len(prompt))  # keep the prompt cached, drop the answer
             if learn:
@@ -195,26 +242,13 @@ def generate_with_exspec(
     )  # fmt: skip
 
 
-def _jump(
-    engine: Engine,
-    seq: int,
-    pos: int,
-    pending: int,
-    forced: list[int],
-    matcher: TokenMatcher,
-) -> list[int]:
-    """Forward `pending` and the `forced` tokens in one pass (logits for the last only);
-    return the forced tokens and the constrained greedy token after them. The matcher is
-    left where it was: the caller consumes what it emits."""
+def _jump_pass(
+    engine: Engine, seq: int, pos: int, pending: int, forced: list[int]
+) -> NDArray[np.float32]:
+    """Forward `pending` and the `forced` tokens in one pass (logits for the last only)."""
     run = [pending, *forced]
     items = [BatchToken(t, pos + i, (seq,), i == len(forced)) for i, t in enumerate(run)]
-    logits = engine.forward(items)[0]
-    matcher.consume_many(forced)
-    try:
-        nxt = matcher.best(logits)
-    finally:
-        matcher.rollback(len(forced))
-    return [*forced, nxt]
+    return engine.forward(items)[0]
 
 
 def _verify(
@@ -231,10 +265,11 @@ def _verify(
     prefix plus the model's own next token. The KV cells of the rejected draft tokens are
     removed, those of the accepted ones kept.
 
-    A batched row decides its token only where `bound` (None: every row) says it does; at a closer
-    position the token is decided by a single-token step of the token before it, as
-    plain greedy decoding computes it, and the walk ends there. The second value is
-    that position's gap, or None."""
+    A batched row decides its token only where `bound` (None: every row) says it does; at a
+    closer position the walk ends with the tokens accepted so far (their cells kept, the
+    last one's not: it becomes the pending token) and that position's gap as the second
+    value, and the caller decides it with a single-token step, as plain greedy decoding
+    does. Otherwise the second value is None."""
     items = [BatchToken(t, pos + i, (seq,), True) for i, t in enumerate([pending, *draft])]
     rows = engine.forward(items)
     out: list[int] = []
@@ -245,10 +280,7 @@ def _verify(
             best, gap = _best(rows[j], matcher, bound is not None)
             if bound is not None and not bound.decides(gap):
                 tie = gap
-                engine.seq_remove(seq, pos + j)
-                serial = engine.forward([items[j]])[0]
-                best, _ = _best(serial, matcher, False)
-                out.append(best)
+                engine.seq_remove(seq, pos + j)  # items[j] is pending again
                 break
             out.append(best)
             if j >= len(draft) or best != draft[j] or engine.is_eog(best):

@@ -11,8 +11,9 @@ One greedy loop under the shared call grammar, with what each mode adds:
 - `lossless`: the same drafts are verified in the write-back pass under the real serial
   prefix; the longest prefix that `jump` itself would have written is committed, the
   model's own token is taken at the first mismatch, and drafting resumes at the next
-  argument key. Its tokens equal `jump`'s wherever a batched pass computes the same
-  logits as a serial one (bit-identical on SmolLM2 Q4_1 on one thread; see docs/architecture.md).
+  argument key. A choice is taken from a batched row only past twice the engine's logit
+  bound, otherwise on `jump`'s own pass (over KV rewritten as `jump` writes it where a
+  verification pass wrote it), so its tokens equal `jump`'s (see docs/architecture.md).
 - Forecasts (`fast` and `lossless`, SchemaFill): where the model has a free choice and no
   value draft applies, a draft of what comes next is verified the same way: the opening
   of the next call for the tool `toolweave.drafting.forecast.CallForecast` ranks first, or the
@@ -45,6 +46,7 @@ from toolweave.native.calibration import CostTable
 from toolweave.native.constraints import TokenMatcher, Vocabulary
 from toolweave.native.decode.forecasting import Forecaster, RepeatIndex
 from toolweave.native.decode.plan import DecodePlan
+from toolweave.native.decode.reference import MAX_REWRITE_PASSES, KVDrift, pass_starts, replay
 from toolweave.native.decode.values import draft_values
 from toolweave.native.decode.verify import verify_draft
 from toolweave.native.engine import BatchToken, Engine
@@ -192,6 +194,10 @@ class ResponseDecoder:
         self._max_rows = max(2, _LOGITS_BYTES // (4 * engine.n_vocab))
         self._greedy_key: tuple[int, int] = (0, -1)
         self._greedy_token = -1
+        # KV cells verification passes wrote since the last reference rewrite.
+        self._drift = KVDrift()
+        bound = spec.bound
+        self._inexact = bound is not None and bound.max_delta > 0
 
     # ------------------------------------------------------------------ text helpers
     def _head(self, name: str) -> tuple[str, str]:
@@ -292,11 +298,43 @@ class ResponseDecoder:
 
     def _greedy(self) -> int:
         """The constrained greedy token for the current logits and grammar state, computed
-        once however many drafts look at it."""
+        once however many drafts look at it.
+
+        Logits computed over KV cells a verification pass wrote may sit up to the bound
+        away from `jump`'s: a choice they do not decide is taken only after those cells
+        are written again in `jump`'s own passes (`_rewrite`)."""
         key = (id(self.logits), len(self.tokens))
         if self._greedy_key != key:
-            self._greedy_key, self._greedy_token = key, self.matcher.best(self.logits)
+            if self._drift.dirty:
+                token, gap = self.matcher.best_with_gap(self.logits)
+                bound = self.speculation.bound
+                if bound is not None and not bound.decides(gap):
+                    self._rewrite(gap)
+                    token = self.matcher.best(self.logits)
+            else:
+                token = self.matcher.best(self.logits)
+            self._greedy_key, self._greedy_token = (id(self.logits), len(self.tokens)), token
         return self._greedy_token
+
+    def _rewrite(self, gap: float) -> None:
+        """Write the cells since the first verified token again as `jump` writes them (one
+        pass per chosen token with the forced run after it) and take the last pass's
+        logits; the position is logged as a near tie decided on rewritten KV. Past
+        `MAX_REWRITE_PASSES` the logits stay and the tie is logged as "drift"."""
+        start, clean = self._drift.start, self._drift.matcher
+        assert start is not None and clean is not None and self.kv_len == len(self.tokens)
+        t0 = time.perf_counter()
+        region = self.tokens[start : self.kv_len]
+        after_first = clean.copy()
+        after_first.consume(region[0])
+        starts = pass_starts(after_first, region, jump=True)
+        if len(starts) > MAX_REWRITE_PASSES:  # dearer than what the drafts saved
+            self.totals.near_ties.append(NearTie(len(self.tokens), gap, "drift"))
+            return
+        self.logits = replay(self.engine, self.seq, self.prompt_len + start, region, starts)
+        self._drift.clear()
+        self.totals.near_ties.append(NearTie(len(self.tokens), gap, "rewritten"))
+        self.totals.add_phase("rewrite", (time.perf_counter() - t0) * 1000)
 
     def _commit(
         self, tokens: Sequence[int], *, decoded: bool, kind: str | None = None
@@ -536,6 +574,9 @@ class ResponseDecoder:
         """Verify `draft` (its first token is the model's greedy choice) in one pass and
         commit what `verify_draft` accepts plus its correction. Returns (draft tokens
         accepted, whether it stopped with neither a mismatch nor the end)."""
+        clean = not self._drift.dirty and self._inexact
+        at = self.kv_len
+        before = self.matcher.copy() if clean else None
         verdict = verify_draft(
             self.engine,
             self.matcher,
@@ -547,6 +588,8 @@ class ResponseDecoder:
             bound=self.speculation.bound,
         )
         accepted = verdict.accepted
+        if clean and verdict.kept > 0:
+            self._drift.mark(at, before)
         if forecast:
             self.totals.forecast_drafted += verdict.drafted
             self.totals.forecast_accepted += len(accepted)

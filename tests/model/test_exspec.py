@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import pytest
+from reference_check import assert_same_tokens
 
 from toolweave.drafting.ngram import AcceptanceRate, NgramTable
 from toolweave.events import CallEvent
@@ -124,6 +125,18 @@ def eng() -> Iterator[Engine]:
         yield engine
 
 
+@pytest.fixture(scope="module")
+def exact() -> Iterator[Engine]:
+    """The exact engine: every verified row decides, so copied text saves passes."""
+    with Engine(resolve_model(None), n_ctx=4096, batch_invariant=True) as engine:
+        yield engine
+
+
+def engines(request: pytest.FixtureRequest, which: str) -> Engine:
+    engine: Engine = request.getfixturevalue({"default": "eng", "exact": "exact"}[which])
+    return engine
+
+
 def prompt_tokens(engine: Engine, case: Case) -> list[int]:
     system = case.system + "\n\n" + "\n\n".join(case.examples)
     messages = [{"role": "system", "content": system}, {"role": "user", "content": case.query}]
@@ -146,9 +159,11 @@ def finish(events: Iterator[CallEvent]) -> tuple[list[CallEvent], CallResult]:
 
 
 def assert_same(a: CallResult, b: CallResult) -> None:
-    assert b.tokens == a.tokens
-    assert b.text == a.text
-    assert b.finish_reason == a.finish_reason
+    """`b` (ExSpec) decodes what `a` (plain greedy) does, up to a logged drift tie."""
+    assert_same_tokens(a.tokens, b, (a.text, b.text))
+    if b.tokens == a.tokens:
+        assert b.text == a.text
+        assert b.finish_reason == a.finish_reason
 
 
 def assert_only_prompt_cached(engine: Engine, seq: int, prompt: Sequence[int]) -> None:
@@ -156,8 +171,10 @@ def assert_only_prompt_cached(engine: Engine, seq: int, prompt: Sequence[int]) -
     assert engine.seq_len(seq) == len(prompt)
 
 
+@pytest.mark.parametrize("which", ["default", "exact"])
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_exspec_equals_greedy(eng: Engine, case: Case) -> None:
+def test_exspec_equals_greedy(request: pytest.FixtureRequest, which: str, case: Case) -> None:
+    eng = engines(request, which)
     prompt = prompt_tokens(eng, case)
     table = table_for(eng, case)
     _, plain = finish(generate_text(eng, prompt, max_tokens=MAX_TOKENS))
@@ -170,7 +187,9 @@ def test_exspec_equals_greedy(eng: Engine, case: Case) -> None:
     assert_only_prompt_cached(eng, 0, prompt)
     s = fast.stats
     assert s.output_tokens == len(fast.tokens) and 0 <= s.accepted_tokens <= s.drafted_tokens
-    if case.copies:
+    if case.copies and eng.batch_invariant:
+        # On the default engine SmolLM2 leaves most rows within twice the logit bound
+        # (its choices are rarely clear), so they fall back to serial steps.
         assert s.accepted_tokens > 0
         assert s.forward_passes < plain.stats.forward_passes
     if case.table_examples is not None:  # the table never hits: plain decoding, no extra pass
@@ -313,8 +332,12 @@ def grammar_case(engine: Engine, query: str) -> tuple[list[int], NgramTable]:
     return prompt, exspec_table(engine, texts, query)
 
 
+@pytest.mark.parametrize("which", ["default", "exact"])
 @pytest.mark.parametrize("query", GRAMMAR_QUERIES)
-def test_exspec_under_a_grammar_equals_constrained_greedy(eng: Engine, query: str) -> None:
+def test_exspec_under_a_grammar_equals_constrained_greedy(
+    request: pytest.FixtureRequest, which: str, query: str
+) -> None:
+    eng = engines(request, which)
     prompt, table = grammar_case(eng, query)
     grammar = plan_grammar(PLAN_TOOLS)
     _, plain = finish(generate_text(eng, prompt, max_tokens=MAX_TOKENS, grammar=grammar))
@@ -325,8 +348,9 @@ def test_exspec_under_a_grammar_equals_constrained_greedy(eng: Engine, query: st
     )
     assert_same(plain, fast)
     assert parse_plan(fast.text, {t.name: t for t in PLAN_TOOLS}).joined
-    assert fast.stats.accepted_tokens > 0
-    assert fast.stats.forward_passes < plain.stats.forward_passes
+    if eng.batch_invariant:
+        assert fast.stats.accepted_tokens > 0
+        assert fast.stats.forward_passes < plain.stats.forward_passes
     assert_only_prompt_cached(eng, 0, prompt)
 
 

@@ -2,8 +2,11 @@
 
 `lossless` must equal `jump` token for token: both run the same greedy loop under the
 same grammar; lossless only gets its logits from verification passes over parallel
-drafts. That holds because the engine is batch-invariant by default (single-token passes
-on one thread, see native/engine.py); the first test pins that engine fact down.
+drafts. On the default engine (every pass on all cores) a batched row may differ from the
+serial step of the same token by up to the measured logit bound, so lossless decides a
+choice from a row only past twice the bound and otherwise on `jump`'s own pass
+(`native/decode/verify.py`, `native/decode/reference.py`); on the exact engine
+(`batch_invariant=True`) the two are bit-identical, which the first test pins down.
 The tests force parallel drafting (`parallel_values=True`); by default the cost table
 decides, and on this 2-core CPU it decides against it (`native/values.parallel_pays`).
 """
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from reference_check import assert_same_tokens
 
 from toolweave.native.caller import ToolCaller
 from toolweave.native.engine import BatchToken, Engine
@@ -63,8 +67,9 @@ def _cases(
 
 
 def test_multi_token_pass_is_bit_identical_to_serial_steps_beyond_256_cells(
-    engine: Engine,
+    exact_engine: Engine,
 ) -> None:
+    engine = exact_engine
     tokens = engine.tokenize("<|im_start|>user\n" + "sea " * 400 + "<|im_end|>\n")
     engine.clear()
     logits = engine.prefill(0, tokens)
@@ -93,7 +98,7 @@ def test_lossless_equals_jump_token_for_token(
         caller = ToolCaller(engine, [spec], max_tokens=200, parallel_values=True)
         jump = caller.call(query, "jump")
         lossless = caller.call(query, "lossless")
-        assert lossless.tokens == jump.tokens, (spec.name, query, jump.text, lossless.text)
+        assert_same_tokens(jump.tokens, lossless, (spec.name, query, jump.text, lossless.text))
         verified += lossless.stats.accepted_tokens
     assert verified > 0  # the drafts were really verified and used
 

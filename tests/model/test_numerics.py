@@ -1,5 +1,6 @@
 """The logit bound verified drafts decide by: measured on the real engine (zero on the
-exact engine, above zero where serial steps run on several threads) and kept on disk."""
+exact engine, above zero on the default one, whose serial steps run on every core) and
+kept on disk."""
 
 from __future__ import annotations
 
@@ -23,8 +24,8 @@ multi_core = pytest.mark.skipif(CORES < 2, reason="needs 2+ cores to run steps o
 
 @pytest.fixture(scope="module")
 def free_engine() -> Iterator[Engine]:
-    """Serial steps on every core: batched rows differ from serial steps here."""
-    with Engine(default_model_path(), n_ctx=8192, n_seq_max=16, batch_invariant=False) as eng:
+    """The default engine, serial steps on every core: batched rows differ from them here."""
+    with Engine(default_model_path(), n_ctx=8192, n_seq_max=16) as eng:
         yield eng
 
 
@@ -61,13 +62,13 @@ def test_default_threads_are_the_physical_cores(tmp_path: Path) -> None:
 
 
 @multi_core
-def test_a_free_engine_runs_serial_steps_on_several_threads(free_engine: Engine) -> None:
-    assert free_engine.n_threads == default_threads() > 1
-    assert not free_engine.batch_invariant
+def test_the_default_engine_runs_serial_steps_on_every_core(free_engine: Engine) -> None:
+    assert free_engine.n_threads == free_engine.n_threads_batch == default_threads() > 1
+    assert not free_engine.batch_invariant and free_engine.flash_attn is False
 
 
 def test_the_exact_engine_is_bit_exact_on_smollm2() -> None:
-    with Engine(default_model_path(), n_ctx=2048, n_seq_max=2) as eng:
+    with Engine(default_model_path(), n_ctx=2048, n_seq_max=2, batch_invariant=True) as eng:
         assert eng.batch_invariant and eng.n_threads == 1
         assert measure_bound(eng, 1).max_delta == 0.0
 
@@ -79,7 +80,7 @@ def test_the_bound_is_measured_kept_and_rebuilt_when_corrupt(
     bound = measure_bound(free_engine, 15, contexts=(300,), pass_sizes=(2, 4))
     assert bound.max_delta > 0  # several threads: batched rows differ from serial steps
     assert free_engine.seq_len(15) == 0
-    fresh = Engine(default_model_path(), n_ctx=2048, n_seq_max=2, batch_invariant=False)
+    fresh = Engine(default_model_path(), n_ctx=2048, n_seq_max=2)
     with fresh:
         first = engine_bound(fresh, cache_dir=tmp_path)
         (stored,) = tmp_path.glob("*.json")
