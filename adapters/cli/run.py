@@ -15,6 +15,11 @@ call is shown, and the model reads why it did not run. ``--read-only NAME`` and
 ``--not-read-only NAME`` override how a tool is classified. ``--chat-template FILE``
 replaces the model's chat template with the Jinja template in FILE (checked before any
 server starts: it must render a two-message chat).
+
+``--model openai:URL`` runs both agents on a remote OpenAI-compatible server instead
+(`toolweave.adapters.remote`, docs/remote.md): ``--remote-model``, ``--api-key`` and
+``--remote-timeout`` configure it; the options of the local engine are refused or
+ignored with one line.
 """
 
 from __future__ import annotations
@@ -84,9 +89,17 @@ def run(
         typer.Option("--demo", help="Demo servers to start, comma-separated (default: all)."),
     ] = None,
     model: Annotated[
-        str | None, typer.Option("--model", help="GGUF path or model name (default: SmolLM2).")
+        str | None,
+        typer.Option(
+            "--model",
+            help="GGUF path, model name (default: SmolLM2), or openai:URL for a remote "
+            "OpenAI-compatible server.",
+        ),
     ] = None,
-    mode: Annotated[str, typer.Option("--mode", help="Decoding mode of tool calls.")] = "lossless",
+    mode: Annotated[
+        str | None,
+        typer.Option("--mode", help="Decoding mode of tool calls [default: lossless]."),
+    ] = None,
     chat_template: Annotated[
         Path | None,
         typer.Option(
@@ -151,6 +164,30 @@ def run(
             help="Treat tool NAME as having side effects; repeatable.",
         ),
     ] = None,
+    remote_model: Annotated[
+        str | None,
+        typer.Option(
+            "--remote-model",
+            metavar="NAME",
+            help="Model name on the openai:URL server [default: the first it lists].",
+        ),
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key",
+            help="Key for the openai:URL server [default: $TOOLWEAVE_API_KEY, else "
+            "$OPENAI_API_KEY].",
+        ),
+    ] = None,
+    remote_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--remote-timeout",
+            metavar="SECONDS",
+            help="Longest wait for the openai:URL server's next bytes [default: 120].",
+        ),
+    ] = None,
 ) -> None:
     """Answer REQUEST with an agent on the local model and MCP tools, showing each phase."""
     # Imported here: LangChain's agent stack takes seconds to import, `toolweave call` not.
@@ -174,6 +211,7 @@ def run(
         demo_server_configs,
         load_mcp_config,
     )
+    from toolweave.adapters.remote.command import remote_for_run, run_remote
     from toolweave.consent import with_consent
     from toolweave.errors import ToolweaveError
     from toolweave.models import resolve_model
@@ -182,14 +220,30 @@ def run(
 
     if agent not in ("plan", "react"):
         raise typer.BadParameter(f"--agent must be plan or react, got {agent!r}")
+    try:  # before any server starts: a bad spec, option or server is one line
+        remote = remote_for_run(
+            model, remote_model, api_key, remote_timeout,
+            max_tokens if agent == "react" else max(max_tokens, 256),
+            {"--mode": mode, "--chat-template": chat_template, "--compare": compare,
+             "--prompt-cache": prompt_cache, "--no-prompt-cache": no_prompt_cache,
+             "--cache-limit": cache_limit},
+        )  # fmt: skip
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    mode = mode or "lossless"
     # Before any server starts: the chat model offers every mode but llama.cpp's grammar.
     check_mode(mode, offered=[m for m in MODES if m != "grammar"])
     # Read and checked before any server starts: a bad file is one line, exit code 2.
     template = None if chat_template is None else load_chat_template(chat_template)
     chat_options: dict[str, Any] = {} if template is None else {"chat_template": template}
-    resolve_model(model)  # a missing model file fails before any server starts
+    if remote is None:
+        resolve_model(model)  # a missing model file fails before any server starts
     console = Console(highlight=False, stderr=as_json)
     trace = RunTrace(console, quiet=as_json)
+    if remote is not None:
+        trace.note(f"remote model {remote.model} at {remote.base_url}")
+        for notice in remote.notices:
+            trace.note(notice)
     try:
         configs = [ServerConfig.parse(s) for s in server or []]
         if mcp_config is not None:
@@ -205,17 +259,22 @@ def run(
     allowed = list(allow or [])
     policy = cli_policy(yes=yes, allow=allowed, interactive=sys.stdin.isatty(), show=trace.prompt)
     trace.note(f"starting {len(configs)} MCP server(s): {', '.join(c.name for c in configs)}")
-    if cache_limit is not None:
+    if cache_limit is not None and remote is None:
         try:
             parse_size(cache_limit)
         except ValueError as exc:
             raise typer.BadParameter(f"--cache-limit: {exc}") from None
     directory = prompt_cache or cache_root() / "prompt-states"
-    store = None if no_prompt_cache else _state_store(directory, cache_limit)
+    store = None if no_prompt_cache or remote else _state_store(directory, cache_limit)
     try:
         sampler = None
         if not no_sampling:
-            answerer = ChatToolweave(model=model, max_tokens=256, **chat_options)
+            # A remote model answers the servers' sampling requests too.
+            answerer = (
+                remote.chat
+                if remote
+                else ChatToolweave(model=model, max_tokens=256, **chat_options)
+            )
             sampler = chat_model_sampler(answerer, max_tokens=min(max_tokens, 256))
         hub_options = {"progress": trace.progress, "sampling": sampler}
         with MCPHub(configs, read_only_overrides=overrides, **hub_options) as hub:
@@ -230,8 +289,16 @@ def run(
             trace.note(consent_note(hub.tools, yes, allowed, sys.stdin.isatty()))
             guarded = [with_consent(t, policy, _denied_to(trace)) for t in hub.tools]
             tools = [to_langchain(t) for t in guarded]
-            if agent == "plan":
-                examples = [] if own_servers else _nearest_examples(_demo_examples(), request)
+            messages: list[BaseMessage] = []
+            calls: list[LLMCall] = []
+            plan_examples = not own_servers and agent == "plan"
+            examples = _nearest_examples(_demo_examples(), request) if plan_examples else []
+            if remote is not None:
+                answer, summary = run_remote(
+                    remote, agent, request, hub.tools, tools, examples, trace, policy, SYSTEM,
+                    MAX_STEPS,
+                )  # fmt: skip
+            elif agent == "plan":
                 answer, summary, calls = _run_plan(
                     hub,
                     request,
@@ -244,9 +311,7 @@ def run(
                     policy,
                     chat_options,
                 )
-                messages: list[BaseMessage] = []
             else:
-                calls = []
                 messages, answer = _run_agent(
                     tools, request, model, mode, max_tokens, trace, store, chat_options
                 )

@@ -203,6 +203,8 @@ class PlanOutAgent:
                 for task in parser.feed(delta):
                     self._emit(PlanLine(task.index, task.tool))
                     yield task
+                if parser.joined:  # a free-text model may keep writing after join()
+                    break
             planner_done.append(time.perf_counter())
             parser.close()
 
