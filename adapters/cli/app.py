@@ -64,6 +64,8 @@ bench_app = typer.Typer(
             "fastpath": f"{_BENCH}.fastpath:bench_fastpath",
             "serving": f"{_BENCH}.serving:bench_serving",
             "pipeline": f"{_BENCH}.pipeline:bench_pipeline",
+            "session": f"{_BENCH}.session:bench_session",
+            "simulate": f"{_BENCH}.simulation:bench_simulation",
             "all": f"{_BENCH}.suites:bench_all",
         }
     ),
