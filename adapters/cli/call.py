@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
+from toolweave.disk_cache import cache_root, parse_size
 from toolweave.formats import FORMATS, get_format
 from toolweave.models import MODELS, resolve_model
 from toolweave.modes import MODES, check_mode
 from toolweave.toolspec import ToolCall, ToolSpec, load_tools_file
 
 if TYPE_CHECKING:
+    from toolweave.native.caller import ToolCaller
     from toolweave.native.engine import Engine
     from toolweave.results import CallResult
 
@@ -72,6 +74,26 @@ def call(
             help="Jinja chat template replacing the model's own (default: the GGUF's).",
         ),
     ] = None,
+    prompt_cache: Annotated[
+        Path | None,
+        typer.Option(
+            "--prompt-cache",
+            metavar="DIR",
+            help="Saved prompt states, reused by later calls of the same model "
+            "[default: <cache root>/prompt-states].",
+        ),
+    ] = None,
+    cache_limit: Annotated[
+        str | None,
+        typer.Option(
+            "--cache-limit",
+            help="Disk limit of all saved states, e.g. 2GiB or none "
+            "[default: $TOOLWEAVE_CACHE_LIMIT, else 4GiB].",
+        ),
+    ] = None,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Prefill the prompt from scratch, save nothing.")
+    ] = False,
 ) -> None:
     """Answer QUERY with a tool call from TOOLS."""
     # Imported here: llama.cpp loads in this process only when a call is made.
@@ -79,7 +101,13 @@ def call(
     from toolweave.prompting.template_file import load_chat_template
 
     specs = _check_call_inputs(tools, mode, fmt)
+    if cache_limit is not None:
+        try:
+            parse_size(cache_limit)
+        except ValueError as exc:
+            raise typer.BadParameter(f"--cache-limit: {exc}") from None
     template = None if chat_template is None else load_chat_template(chat_template)
+    cache: dict[str, Any] | None = None
     with open_engine(model) as engine:
         caller = ToolCaller(
             engine,
@@ -89,11 +117,52 @@ def call(
             max_tokens=max_tokens,
             chat_template=template,
         )
-        result = caller.call(query, mode)
+        if no_cache or mode == "grammar":  # `grammar` runs on llama-cpp-python's own cache
+            result = caller.call(query, mode)
+        else:
+            directory = prompt_cache or cache_root() / "prompt-states"
+            result, cache = _call_with_states(caller, query, mode, directory, cache_limit)
     if as_json:
-        print(json.dumps(result.to_json(), ensure_ascii=False))
+        doc = result.to_json()
+        doc["prompt_cache"] = cache
+        print(json.dumps(doc, ensure_ascii=False))
     else:
-        render_result(result, Console(highlight=False, soft_wrap=True))
+        console = Console(highlight=False, soft_wrap=True)
+        render_result(result, console)
+        if cache is not None:
+            console.print(
+                f"[dim]prompt cache: {cache['reused']} of {cache['prompt_tokens']} prompt "
+                f"tokens restored ({cache['source']}), {cache['prefilled']} prefilled[/dim]"
+            )
+
+
+def _call_with_states(
+    caller: ToolCaller, query: str, mode: str, directory: Path, cache_limit: str | None
+) -> tuple[CallResult, dict[str, Any] | None]:
+    """The call with its prompt started from the longest saved state, and that prompt's
+    state saved for the next process. The cache's figures: what was restored, from
+    where, and how many prompt tokens still had to be prefilled."""
+    from toolweave.native.states.store import StateStore
+
+    with StateStore(directory, disk_limit=cache_limit) as store:  # closing waits for writes
+        engine = caller.engine
+        prompt = caller.prompt_tokens(query)
+        with engine.lock:
+            store.prefill(engine, caller.seq, prompt, caller.max_tokens)
+            record = store.last
+            result = caller.call(query, mode)  # finds the prompt in the sequence
+            store.save(engine, caller.seq)  # the whole prompt, unless already saved
+    if record is None:  # pragma: no cover - prefill always leaves a record
+        return result, None
+    cache = {
+        "directory": str(directory),
+        "prompt_tokens": record.prompt_tokens,
+        "reused": record.reused,
+        "prefilled": record.prefilled,
+        "source": record.source,
+        "prompt_ms": round(record.prompt_ms, 3),
+    }
+    return result, cache
 
 
 def _check_call_inputs(tools: Path, mode: str, fmt: str | None) -> tuple[ToolSpec, ...]:

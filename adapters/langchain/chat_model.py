@@ -35,8 +35,11 @@ and every message names ``model_provider`` and ``model_name`` in its metadata.
 
 from __future__ import annotations
 
+import atexit
+import dataclasses
 import hashlib
 import json
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -72,6 +75,7 @@ from toolweave.adapters.langchain.request_plan import (
 )
 from toolweave.adapters.langchain.stream import CallStreamer
 from toolweave.adapters.langchain.structured import structured_output_runnable
+from toolweave.disk_cache import cache_root
 from toolweave.errors import ToolSpecError, ToolweaveError
 from toolweave.events import (
     CallEvent,
@@ -92,11 +96,15 @@ from toolweave.native.chat import chat_tokens
 from toolweave.native.decode.exspec import exspec_table, generate_with_exspec
 from toolweave.native.decode.text import first_token, generate_text
 from toolweave.native.engine import Engine
+from toolweave.native.states.store import StateStore
 from toolweave.prompting.template_file import check_chat_template
 from toolweave.results import CallResult
 from toolweave.toolspec import ToolSpec
 
-__all__ = ["PARALLEL_CALLS", "ChatToolweave"]
+__all__ = ["DEFAULT_STORE", "PARALLEL_CALLS", "ChatToolweave", "default_state_store"]
+
+#: ``ChatToolweave(state_store=DEFAULT_STORE)``, the default: the process's shared store.
+DEFAULT_STORE = "default"
 
 #: Most tool calls in one message when parallel tool calls are asked for and
 #: ``max_calls`` is left at its default of one.
@@ -115,8 +123,7 @@ class ChatToolweave(BaseChatModel):
     n_ctx: int = 8192
     #: Most tokens in one prefill pass (None: the engine's default, 512).
     n_batch: int | None = None
-    #: Threads for every pass (None: one thread for single-token passes and all cores
-    #: for batches, which keeps `lossless` exact; see the engine).
+    #: Threads for every pass (None: the engine's default, every physical core).
     n_threads: int | None = None
     #: Chat-template text (Jinja) used instead of the model file's for every prompt
     #: (the engine stays shared with models that keep the file's template).
@@ -141,10 +148,12 @@ class ChatToolweave(BaseChatModel):
     reuse_prompt_cache: bool = True
     #: Called with each decoding phase's event (live displays, traces).
     observer: Observer | None = Field(default=None, exclude=True)
-    #: Saved prompt states (a `toolweave.native.states.store.StateStore`) shared by requests
-    #: and, with a directory, by later processes: each prompt starts from the longest
-    #: saved prefix. None keeps only the engine's live cache. Needs reuse_prompt_cache.
-    state_store: Any = Field(default=None, exclude=True)
+    #: Saved prompt states shared by requests and later processes: each prompt starts from
+    #: the longest saved prefix. ``"default"``: the process's store over
+    #: ``<cache root>/prompt-states`` (disk bounded by ``$TOOLWEAVE_CACHE_LIMIT``, else
+    #: 4 GiB); a `toolweave.native.states.store.StateStore`: that one; None or False: only
+    #: the engine's live cache. Needs reuse_prompt_cache.
+    state_store: Any = Field(default=DEFAULT_STORE, exclude=True)
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
@@ -187,6 +196,9 @@ class ChatToolweave(BaseChatModel):
             raise ValueError("n_threads must be at least 1 (None: the engine's choice)")
         if self.chat_template is not None:
             check_chat_template(self.chat_template, source="chat_template")
+        chosen = self.state_store
+        if isinstance(chosen, str) and chosen != DEFAULT_STORE:
+            raise ValueError(f"state_store={chosen!r}: give {DEFAULT_STORE!r}, a store or None")
         parallel = self.parallel_tool_calls
         if "max_calls" in self.model_fields_set and parallel not in (None, self.max_calls != 1):
             raise TypeError(
@@ -354,12 +366,18 @@ class ChatToolweave(BaseChatModel):
         decision and the decoding see the same cache) by this plain call, never by a
         suspended generator."""
         eng = self.engine
+        restored: list[int] = []  # prompt tokens the state store supplied, if it ran
         with eng.lock:
-            for ev, caller in self._events(messages, **kwargs):
+            for ev, caller in self._events(messages, restored, **kwargs):
+                if ev.result is not None and restored:
+                    # The store filled the sequence just before the decoder looked: only
+                    # what it restored was read from a cache, not what it prefilled.
+                    stats = dataclasses.replace(ev.result.stats, cached_tokens=restored[-1])
+                    ev = dataclasses.replace(ev, result=dataclasses.replace(ev.result, stats=stats))
                 emit(ev, caller)
 
     def _events(
-        self, messages: Sequence[BaseMessage], **kwargs: Any
+        self, messages: Sequence[BaseMessage], restored: list[int], **kwargs: Any
     ) -> Iterator[tuple[CallEvent, ToolCaller | None]]:
         """Decode the response; events of the tool caller (None for text and JSON).
         Only `_decode` drives it, with the engine lock held."""
@@ -381,18 +399,18 @@ class ChatToolweave(BaseChatModel):
             eng.seq_remove(0)
         if plan.kind == "text":
             prompt = self._render(system, rest)
-            self._restore(eng, prompt)
+            self._restore(eng, prompt, restored)
             for ev in generate_text(eng, prompt, max_tokens=self.max_tokens, stop=stop):
                 yield ev, None
             return
         if plan.kind == "grammar":  # text under a caller's grammar (model.bind(grammar=))
             prompt = self._render(system, rest)
-            self._restore(eng, prompt)
+            self._restore(eng, prompt, restored)
             yield from ((ev, None) for ev in self._grammar_text(prompt, plan, rest, kwargs))
             return
         if plan.kind == "json" and plan.schema is not None:
             prompt = self._render(system, rest)
-            self._restore(eng, prompt)
+            self._restore(eng, prompt, restored)
             grammar = _json_grammar(plan.schema)
             for ev in generate_text(eng, prompt, max_tokens=self.max_tokens, grammar=grammar):
                 yield ev, None
@@ -400,7 +418,7 @@ class ChatToolweave(BaseChatModel):
         caller = self._caller(plan.specs, system, max_calls)
         msgs = template_messages(rest, caller.fmt)
         if self._stores_states:
-            self._restore(eng, caller.prompt_tokens(msgs))
+            self._restore(eng, caller.prompt_tokens(msgs), restored)
         text = plan.kind == "auto" and not self._wants_call(caller, rest, msgs)
         if not text and plan.kind == "auto" and self.auto_calls == "user_turn":
             earlier = calls_since_user(rest)
@@ -438,16 +456,30 @@ class ChatToolweave(BaseChatModel):
 
     @property
     def _stores_states(self) -> bool:
-        return self.state_store is not None and self.reuse_prompt_cache
+        return self.store is not None and self.reuse_prompt_cache
 
-    def _restore(self, eng: Engine, prompt: list[int]) -> None:
-        """Start `prompt` from the state store's longest saved prefix (no-op without one).
+    @property
+    def store(self) -> StateStore | None:
+        """The state store this model restores prompts from (None: the live cache only)."""
+        chosen = self.state_store
+        if chosen is None or chosen is False:
+            return None
+        if chosen == DEFAULT_STORE or chosen is True:
+            return default_state_store()
+        return chosen
+
+    def _restore(self, eng: Engine, prompt: list[int], restored: list[int]) -> None:
+        """Start `prompt` from the state store's longest saved prefix (no-op without one),
+        appending to `restored` how many of its tokens came from a cache.
 
         The decoder then finds the prompt cached and only runs its last token again."""
-        if not self._stores_states:
+        store = self.store if self.reuse_prompt_cache else None
+        if store is None:
             return
-        self.state_store.prefill(eng, 0, prompt, self.max_tokens)
-        record = self.state_store.last
+        store.prefill(eng, 0, prompt, self.max_tokens)
+        record = store.last
+        if record is not None:
+            restored.append(record.reused)
         if self.observer is not None and record is not None:
             self.observer(
                 PromptCacheEvent(
@@ -574,6 +606,29 @@ class ChatToolweave(BaseChatModel):
                 if run_manager and isinstance(text, str) and text:
                     await run_manager.on_llm_new_token(text, chunk=chunk)
                 yield chunk
+
+
+def default_store_dir() -> Path:
+    """Where the default store keeps its files: ``<cache root>/prompt-states``."""
+    return cache_root() / "prompt-states"
+
+
+_DEFAULT_STORES: dict[Path, StateStore] = {}
+_DEFAULT_STORES_LOCK = threading.Lock()
+
+
+def default_state_store() -> StateStore:
+    """The process's store over ``<cache root>/prompt-states`` (made on first use; its
+    pending writes finish at exit). Processes sharing the directory at once are safe:
+    every file is checksummed and written atomically, and a damaged one is skipped."""
+    directory = default_store_dir().expanduser().resolve()
+    with _DEFAULT_STORES_LOCK:
+        store = _DEFAULT_STORES.get(directory)
+        if store is None:
+            store = StateStore(directory)
+            _DEFAULT_STORES[directory] = store
+            atexit.register(store.close)
+        return store
 
 
 def _json_grammar(schema: Mapping[str, Any]) -> str:

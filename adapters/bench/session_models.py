@@ -1,0 +1,214 @@
+"""The chat models `toolweave bench session` compares, each behind one `SessionConfig`.
+
+- ``chat_llama_cpp``: langchain-community's `ChatLlamaCpp` at its best settings, with
+  llama-cpp-python's `LlamaDiskCache` (`native.baselines.chat_llama_cpp`);
+- ``grammar``: llama-cpp-python's `create_chat_completion` under the JSON schema of the
+  tools (`GrammarChat`), on toolweave's tool prompt;
+- ``constrained``: `ChatToolweave(mode="constrained")` with no state reuse;
+- ``toolweave``: `ChatToolweave` as shipped (mode ``lossless``, saved prompt states).
+
+`TurnPolicy` is the same agent policy for all of them: the model call after the user's
+message must call a tool, the call after the tool results answers in text. Every config
+reports running totals of prompt tokens prefilled and decode passes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import Runnable
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import ConfigDict, PrivateAttr
+
+from toolweave.adapters.langchain.chat_model import ChatToolweave
+from toolweave.adapters.langchain.messages import split_system, template_messages
+from toolweave.errors import CallFormatError
+from toolweave.events import ModelDone, ModelStart, PromptCacheEvent
+from toolweave.formats import format_for_chat_template, get_format
+from toolweave.native.baselines.chat_llama_cpp import GrammarCompletions, chat_llama_cpp
+from toolweave.native.baselines.grammar import call_schema
+from toolweave.native.caller import ToolCaller
+from toolweave.native.states.store import StateStore
+from toolweave.toolspec import ToolSpec
+
+__all__ = ["CONFIGS", "GrammarChat", "SessionConfig", "TurnPolicy", "make_config"]
+
+CONFIGS = ("chat_llama_cpp", "grammar", "constrained", "toolweave")
+
+
+@dataclass
+class SessionConfig:
+    """One configuration: its chat model, its running totals (prompt tokens prefilled,
+    decode passes) and whether a forced call must name its tool (`ChatLlamaCpp` takes
+    only a tool name as ``tool_choice``)."""
+
+    name: str
+    chat: BaseChatModel
+    totals: Callable[[], tuple[int, int]]
+    names_tool: bool = False
+    close: Callable[[], None] = field(default=lambda: None)
+
+
+class _Meter:
+    """ChatToolweave's observer: prompt tokens it prefilled and its decode passes."""
+
+    def __init__(self) -> None:
+        self.prefilled = 0
+        self.decode_passes = 0
+        self._restored: PromptCacheEvent | None = None
+
+    def __call__(self, event: object) -> None:
+        if isinstance(event, ModelStart):
+            self._restored = None
+        elif isinstance(event, PromptCacheEvent):
+            self._restored = event
+        elif isinstance(event, ModelDone):
+            s = event.stats
+            if self._restored is not None:  # the store prefilled, the decoder reran one
+                self.prefilled += self._restored.prefilled
+            else:
+                self.prefilled += s.prompt_tokens - s.cached_tokens
+            self.decode_passes += s.decode_passes
+
+    def totals(self) -> tuple[int, int]:
+        return self.prefilled, self.decode_passes
+
+
+class GrammarChat(BaseChatModel):
+    """llama-cpp-python's `create_chat_completion` as a LangChain chat model: a forced
+    tool call under the JSON schema of the bound tools, on toolweave's tool prompt
+    (`ToolCaller.messages`), else a text answer on the model's chat template."""
+
+    engine: Any
+    completions: Any
+    max_tokens: int = 256
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    _callers: dict[str, ToolCaller] = PrivateAttr(default_factory=dict)
+
+    @property
+    def _llm_type(self) -> str:
+        return "llama-cpp-python-grammar"
+
+    def bind_tools(
+        self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        formatted = [convert_to_openai_tool(t) for t in tools]
+        return self.bind(tools=formatted, tool_choice=tool_choice, **kwargs)
+
+    def _caller(self, specs: list[ToolSpec], system: str | None) -> ToolCaller:
+        key = repr(([s.to_dict() for s in specs], system))
+        if key not in self._callers:
+            self._callers[key] = ToolCaller(
+                self.engine, specs, max_tokens=self.max_tokens, system=system
+            )
+        return self._callers[key]
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: Any = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        system, rest = split_system(messages)
+        tools = kwargs.get("tools") or []
+        if tools and kwargs.get("tool_choice") not in (None, "auto", "none"):
+            specs = [ToolSpec.from_dict(t["function"]) for t in tools]
+            caller = self._caller(specs, system)
+            msgs = caller.messages(template_messages(rest, caller.fmt))
+            done = self.completions.complete(msgs, call_schema(caller), self.max_tokens)
+            try:
+                calls = get_format("json").parse(done.text)
+            except CallFormatError:
+                calls = []
+            tool_calls = [
+                {"name": c.name, "args": dict(c.arguments), "id": f"call_{i}"}
+                for i, c in enumerate(calls)
+            ]
+            message = AIMessage(content="" if calls else done.text, tool_calls=tool_calls)
+        else:
+            fmt = format_for_chat_template(self.engine.chat_template)
+            msgs = template_messages(rest, fmt)
+            if system:
+                msgs.insert(0, {"role": "system", "content": system})
+            done = self.completions.complete(msgs, None, self.max_tokens)
+            message = AIMessage(content=done.text)
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+class TurnPolicy(AgentMiddleware):
+    """The same turn for every configuration: after the user's message the model must
+    call a tool (named by `expected` where the model takes only a name), after the tool
+    results it answers in text with no tools bound."""
+
+    def __init__(self, names_tool: bool, expected: Callable[[], str | None]) -> None:
+        super().__init__()
+        self.names_tool = names_tool
+        self.expected = expected
+
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+    ) -> ModelResponse:
+        last = request.messages[-1] if request.messages else None
+        if isinstance(last, HumanMessage):
+            choice = self.expected() if self.names_tool else "any"
+            return handler(request.override(tool_choice=choice or "any"))
+        return handler(request.override(tools=[], tool_choice=None))
+
+
+def make_config(
+    name: str,
+    model_path: Path,
+    *,
+    n_ctx: int,
+    max_tokens: int,
+    llama_threads: int,
+    state_dir: Path,
+) -> SessionConfig:
+    """Build configuration `name` (one of `CONFIGS`) on `model_path`; its saved states
+    (where it has any) live in ``state_dir/name``."""
+    if name == "chat_llama_cpp":
+        chat, perf = chat_llama_cpp(
+            model_path,
+            n_ctx=n_ctx,
+            n_threads=llama_threads,
+            max_tokens=max_tokens,
+            disk_cache=state_dir / name,
+        )
+        return SessionConfig(name, chat, perf.totals, names_tool=True, close=chat.client.close)
+    if name == "grammar":
+        probe = ChatToolweave(model=str(model_path), n_ctx=n_ctx, state_store=None)
+        completions = GrammarCompletions(model_path, n_ctx=n_ctx, n_threads=llama_threads)
+        chat = GrammarChat(engine=probe.engine, completions=completions, max_tokens=max_tokens)
+        return SessionConfig(name, chat, completions.perf.totals, close=completions.close)
+    meter = _Meter()
+    if name == "constrained":
+        tw = ChatToolweave(
+            model=str(model_path),
+            mode="constrained",
+            n_ctx=n_ctx,
+            max_tokens=max_tokens,
+            reuse_prompt_cache=False,
+            state_store=None,
+            observer=meter,
+        )
+        return SessionConfig(name, tw, meter.totals)
+    if name == "toolweave":
+        # Its defaults; the default store's settings, in the bench's directory.
+        store = StateStore(state_dir / name)
+        tw = ChatToolweave(
+            model=str(model_path),
+            n_ctx=n_ctx,
+            max_tokens=max_tokens,
+            state_store=store,
+            observer=meter,
+        )
+        return SessionConfig(name, tw, meter.totals, close=store.close)
+    raise ValueError(f"unknown configuration {name!r} (known: {', '.join(CONFIGS)})")

@@ -1,0 +1,233 @@
+"""The sessions of `toolweave bench session`: conversations, their tools, the turns.
+
+A `Conversation` is JSON-ready (the new-process worker receives it in a file): BFCL v4
+``multi_turn_base`` conversations, their tools run by BFCL's own classes
+(`bfcl_environment`), or conversations over the demo MCP servers (weather, notes), run
+as stdio servers through `MCPHub`, each configuration with its own server state. Every
+turn goes through `langchain.agents.create_agent` under `TurnPolicy`; configurations
+take turn i one after another (the order rotated per turn) before any takes turn i+1.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from langchain.agents import create_agent
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.tools import BaseTool
+
+from toolweave.adapters.bench.bfcl_tools import bfcl_environment
+from toolweave.adapters.bench.session_models import SessionConfig, TurnPolicy
+from toolweave.adapters.langchain.tools import to_langchain
+from toolweave.adapters.mcp.client import demo_server_configs
+from toolweave.adapters.mcp.hub import MCPHub
+from toolweave.errors import ToolweaveError
+from toolweave.eval.bfcl_multi_turn import MultiTurnCase, load_multi_turn
+
+__all__ = ["SYSTEM", "Conversation", "conversations", "run_session", "warm_up"]
+
+SYSTEM = "You are a helpful assistant. Use the tools to act on the user's requests."
+#: Longest text kept per answer in the report.
+_ANSWER_CHARS = 200
+
+#: Conversations over the demo weather and notes servers: (turns, the tool each needs).
+_MCP_CONVERSATIONS: tuple[tuple[tuple[str, str], ...], ...] = (
+    (
+        ("What's the weather in Paris right now?", "current_weather"),
+        ("And the forecast for Paris for the next 3 days?", "forecast"),
+        ("Save a note titled 'Paris trip' saying: pack an umbrella.", "create_note"),
+        ("Now list my notes.", "list_notes"),
+    ),
+    (
+        ("Search my notes for groceries.", "search_notes"),
+        ("How far is London from Paris?", "distance"),
+        ("What's the weather in London?", "current_weather"),
+        ("Create a note titled 'London' saying: call Sam.", "create_note"),
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """One session: its user turns, the tool each turn needs (for `ChatLlamaCpp`, which
+    must be told which tool to call), and where its tools come from."""
+
+    id: str
+    source: str  # "bfcl" or "mcp"
+    turns: tuple[str, ...]
+    expected: tuple[str | None, ...]
+    tools: tuple[str, ...] = ()  # BFCL: the tools offered
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Conversation:
+        return cls(
+            id=str(doc["id"]),
+            source=str(doc["source"]),
+            turns=tuple(str(t) for t in doc["turns"]),
+            expected=tuple(doc["expected"]),
+            tools=tuple(str(t) for t in doc.get("tools", ())),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _bfcl_conversation(case: MultiTurnCase, turns: int, max_tools: int) -> Conversation | None:
+    texts: list[str] = []
+    for messages in case.turns[:turns]:
+        users = [str(m.get("content", "")) for m in messages if m.get("role") == "user"]
+        if not users:
+            return None
+        texts.append("\n".join(users))
+    if len(texts) < turns:
+        return None
+    used = [c.name for step in case.ground_truth[:turns] for c in step]
+    expected = tuple(step[0].name if step else None for step in case.ground_truth[:turns])
+    names = list(dict.fromkeys(used))
+    for tool in case.tools:  # then the rest of the catalogue, in its order, up to the bound
+        if len(names) >= max(max_tools, len(set(used))):
+            break
+        if tool.name not in names:
+            names.append(tool.name)
+    order = {t.name: i for i, t in enumerate(case.tools)}
+    return Conversation(
+        case.id, "bfcl", tuple(texts), expected, tuple(sorted(names, key=lambda n: order[n]))
+    )
+
+
+def conversations(bfcl: int, mcp: int, turns: int, max_tools: int) -> list[Conversation]:
+    """`bfcl` BFCL multi-turn conversations with at least `turns` turns (their ground
+    truth's tools plus others of their classes, `max_tools` at least) and `mcp`
+    conversations over the demo servers; each cut to `turns` turns."""
+    out: list[Conversation] = []
+    for case in load_multi_turn("multi_turn_base"):
+        if len(out) >= bfcl:
+            break
+        if case.missed_functions or len(case.turns) < turns:
+            continue
+        conv = _bfcl_conversation(case, turns, max_tools)
+        if conv is not None:
+            out.append(conv)
+    if len(out) < bfcl:
+        raise ToolweaveError(f"only {len(out)} BFCL conversations have {turns} turns")
+    if mcp > len(_MCP_CONVERSATIONS) or turns > len(_MCP_CONVERSATIONS[0]):
+        raise ToolweaveError(
+            f"at most {len(_MCP_CONVERSATIONS)} MCP conversations of "
+            f"{len(_MCP_CONVERSATIONS[0])} turns"
+        )
+    for i, spec in enumerate(_MCP_CONVERSATIONS[:mcp]):
+        cut = spec[:turns]
+        out.append(
+            Conversation(f"mcp_{i}", "mcp", tuple(q for q, _ in cut), tuple(t for _, t in cut))
+        )
+    return out
+
+
+def _tools(conv: Conversation, config: str, stack: ExitStack, state_dir: Path) -> list[BaseTool]:
+    """Fresh tools of `conv` for one configuration (its own BFCL instances or servers)."""
+    if conv.source == "bfcl":
+        cases = {c.id: c for c in load_multi_turn("multi_turn_base")}
+        case = cases.get(conv.id)
+        if case is None:
+            raise ToolweaveError(f"no BFCL conversation {conv.id!r}")
+        wanted = set(conv.tools)
+        return [to_langchain(t) for t in bfcl_environment(case) if t.spec.name in wanted]
+    servers = demo_server_configs(
+        state_dir / "servers" / config / conv.id, names=["weather", "notes"]
+    )
+    hub = stack.enter_context(MCPHub(servers))
+    return [to_langchain(t) for t in hub.tools]
+
+
+class _ToolClock(BaseCallbackHandler):
+    """When the first tool of a turn started (perf_counter seconds)."""
+
+    def __init__(self) -> None:
+        self.first: float | None = None
+
+    def on_tool_start(self, serialized: Any, input_str: str, **kwargs: Any) -> None:
+        if self.first is None:
+            self.first = time.perf_counter()
+
+
+def _turn(
+    agent: Any, history: list[BaseMessage], query: str, cfg: SessionConfig
+) -> tuple[dict[str, Any], list[BaseMessage]]:
+    clock = _ToolClock()
+    prefilled0, passes0 = cfg.totals()
+    start = len(history) + 1
+    error = None
+    t0 = time.perf_counter()
+    try:
+        out = agent.invoke(
+            {"messages": [*history, HumanMessage(query)]},
+            {"callbacks": [clock], "recursion_limit": 8},
+        )
+        messages: list[BaseMessage] = list(out["messages"])
+    except (ToolweaveError, ValueError, RuntimeError) as exc:  # one turn fails, not the bench
+        error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+        messages = [*history, HumanMessage(query)]
+    turn_ms = (time.perf_counter() - t0) * 1000
+    prefilled1, passes1 = cfg.totals()
+    new = [m for m in messages[start:] if isinstance(m, AIMessage)]
+    calls = [{"name": c["name"], "arguments": c["args"]} for m in new for c in m.tool_calls]
+    answer = next((m.content for m in reversed(new) if isinstance(m.content, str)), "")
+    record = {
+        "turn_ms": turn_ms,
+        "first_tool_ms": None if clock.first is None else (clock.first - t0) * 1000,
+        "prefilled_tokens": prefilled1 - prefilled0,
+        "decode_passes": passes1 - passes0,
+        "model_calls": len(new),
+        "calls": calls,
+        "answer": str(answer)[:_ANSWER_CHARS],
+        "error": error,
+    }
+    return record, messages
+
+
+def warm_up(configs: Sequence[SessionConfig]) -> None:
+    """One short text request per configuration, so a warm process is measured warm."""
+    for cfg in configs:
+        cfg.chat.invoke("Hi")
+
+
+def run_session(
+    configs: Sequence[SessionConfig],
+    convs: Sequence[Conversation],
+    *,
+    phase: str,
+    state_dir: Path,
+    progress: Callable[[str], None] = lambda _line: None,
+) -> list[dict[str, Any]]:
+    """Every turn of every conversation in every configuration; one record per turn."""
+    records: list[dict[str, Any]] = []
+    for conv in convs:
+        with ExitStack() as stack:
+            agents: dict[str, tuple[Any, list[BaseMessage], list[str | None]]] = {}
+            for cfg in configs:
+                expected: list[str | None] = [None]
+                policy = TurnPolicy(cfg.names_tool, lambda box=expected: box[0])
+                tools = _tools(conv, cfg.name, stack, state_dir)
+                agent = create_agent(cfg.chat, tools, system_prompt=SYSTEM, middleware=[policy])
+                agents[cfg.name] = (agent, [], expected)
+            for t, query in enumerate(conv.turns):
+                order = [*configs[t % len(configs) :], *configs[: t % len(configs)]]
+                for cfg in order:
+                    agent, history, expected = agents[cfg.name]
+                    expected[0] = conv.expected[t]
+                    record, messages = _turn(agent, history, query, cfg)
+                    agents[cfg.name] = (agent, messages, expected)
+                    record.update(conversation=conv.id, turn=t, config=cfg.name, phase=phase)
+                    records.append(record)
+                    progress(
+                        f"{phase} {conv.id} turn {t} {cfg.name}: {record['turn_ms']:.0f} ms, "
+                        f"{len(record['calls'])} call(s)"
+                        + (f" [{record['error']}]" if record["error"] else "")
+                    )
+    return records

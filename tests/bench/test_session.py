@@ -1,0 +1,58 @@
+"""`toolweave bench session` on a tiny session: one demo-server conversation of two turns
+on SmolLM2, the two ChatToolweave configurations and the grammar baseline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from toolweave.adapters.bench.session import run_configs, summarize
+from toolweave.adapters.bench.session_run import conversations
+from toolweave.models import resolve_model
+
+FIELDS = {
+    "turn_ms",
+    "first_tool_ms",
+    "prefilled_tokens",
+    "decode_passes",
+    "model_calls",
+    "calls",
+    "answer",
+    "error",
+    "conversation",
+    "turn",
+    "config",
+    "phase",
+}
+
+
+def test_tiny_session(tmp_path: Path) -> None:
+    convs = conversations(bfcl=0, mcp=1, turns=2, max_tools=4)
+    names = ["constrained", "toolweave", "grammar"]
+    records, startup_s = run_configs(
+        names,
+        convs,
+        model_path=resolve_model(None),
+        n_ctx=2048,
+        max_tokens=32,
+        llama_threads=2,
+        state_dir=tmp_path,
+        phase="warm",
+        warm=False,
+    )
+    assert startup_s > 0
+    assert len(records) == len(names) * 2
+    for r in records:
+        assert set(r) == FIELDS
+        assert r["error"] is None, r["error"]
+        assert r["calls"], f"{r['config']} made no call on turn {r['turn']}"
+        assert r["model_calls"] == 2  # the forced call, then the answer after the result
+        assert r["first_tool_ms"] is not None and 0 < r["first_tool_ms"] < r["turn_ms"]
+        assert r["prefilled_tokens"] > 0 and r["decode_passes"] > 0
+    by = {(r["config"], r["turn"]): r for r in records}
+    for turn in (0, 1):
+        assert by["toolweave", turn]["calls"] == by["constrained", turn]["calls"]
+    # The second turn's prompt extends the first's: the saved states cover most of it.
+    assert by["toolweave", 1]["prefilled_tokens"] < by["constrained", 1]["prefilled_tokens"]
+    summary = summarize(records)["warm"]
+    assert summary["toolweave"]["same_calls_as_constrained"] == 2
+    assert summary["constrained"]["turns_with_tool"] == 2

@@ -1,0 +1,135 @@
+"""Prompt states are saved and restored by default: `toolweave call` and `ChatToolweave`
+in a second process prefill fewer prompt tokens than the first and give the same call;
+two processes writing one cache directory at once leave it readable."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TOOLS = [
+    {
+        "name": "get_weather",
+        "description": "Get the current weather in a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "description": "City name."}},
+            "required": ["city"],
+        },
+    },
+    {
+        "name": "send_email",
+        "description": "Send an email to someone.",
+        "parameters": {
+            "type": "object",
+            "properties": {"to": {"type": "string"}, "body": {"type": "string"}},
+            "required": ["to", "body"],
+        },
+    },
+]
+QUERY = "What's the weather in Paris?"
+
+# A second process: ChatToolweave with its default state store, one forced tool call.
+CHAT_SCRIPT = """
+import json, sys
+from langchain_core.tools import tool
+from toolweave import ChatToolweave
+
+@tool
+def get_weather(city: str) -> str:
+    '''Get the current weather in a city.'''
+    return city
+
+events = []
+chat = ChatToolweave(max_tokens=32, observer=events.append)
+msg = chat.bind_tools([get_weather], tool_choice="any").invoke("What's the weather in Paris?")
+cache = [e for e in events if e.kind == "prompt_cache"][-1]
+print(json.dumps({"calls": [[c["name"], c["args"]] for c in msg.tool_calls],
+                  "reused": cache.reused, "prefilled": cache.prefilled, "source": cache.source}))
+"""
+
+
+def _call(tools_file: Path, states: Path) -> dict[str, object]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "toolweave.adapters.cli",
+        "call",
+        "--tools",
+        str(tools_file),
+        "--query",
+        QUERY,
+        "--json",
+        "--prompt-cache",
+        str(states),
+    ]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=True)
+    doc: dict[str, object] = json.loads(out.stdout)
+    return doc
+
+
+def _share_measurements(root: Path) -> None:
+    """A fresh cache root that links the user's measured engine numerics, so the test
+    processes do not measure them again (only the states are the test's own)."""
+    from toolweave.disk_cache import cache_root
+
+    root.mkdir(parents=True, exist_ok=True)
+    for name in ("numerics", "fingerprints.json"):
+        if (cache_root() / name).exists():
+            os.symlink(cache_root() / name, root / name)
+
+
+@pytest.fixture
+def tools_file(tmp_path: Path) -> Path:
+    path = tmp_path / "tools.json"
+    path.write_text(json.dumps(TOOLS), encoding="utf-8")
+    return path
+
+
+def test_second_call_process_restores_the_prompt(tools_file: Path, tmp_path: Path) -> None:
+    states = tmp_path / "states"
+    first, second = _call(tools_file, states), _call(tools_file, states)
+    c1, c2 = first["prompt_cache"], second["prompt_cache"]
+    assert isinstance(c1, dict) and isinstance(c2, dict)
+    assert c1["source"] == "none" and c1["reused"] == 0
+    assert c2["source"] == "disk"
+    assert c2["prefilled"] < c1["prefilled"]
+    assert second["calls"] == first["calls"]
+    assert first["calls"], "the forced weather request makes a call"
+
+
+def test_no_cache_saves_nothing(tools_file: Path, tmp_path: Path) -> None:
+    states = tmp_path / "states"
+    cmd = [sys.executable, "-m", "toolweave.adapters.cli", "call", "--tools", str(tools_file)]
+    cmd += ["--query", QUERY, "--json", "--no-cache", "--prompt-cache", str(states)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=True)
+    assert json.loads(out.stdout)["prompt_cache"] is None
+    assert not states.exists() or not any(states.iterdir())
+
+
+def test_chat_model_restores_states_across_processes(tmp_path: Path) -> None:
+    """Two processes at once on an empty cache, then a third: the store's files stay
+    readable (checksummed, atomic writes) and the third restores from disk."""
+    env = {**os.environ, "TOOLWEAVE_CACHE_DIR": str(tmp_path / "root")}
+    _share_measurements(tmp_path / "root")
+    cmd = [sys.executable, "-c", CHAT_SCRIPT]
+    both = [subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+    firsts = []
+    for proc in both:
+        text, _ = proc.communicate(timeout=300)
+        assert proc.returncode == 0
+        firsts.append(json.loads(text))
+    states = list((tmp_path / "root" / "prompt-states").glob("*.twstate"))
+    assert states, "the default store saved the prompt's state"
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, check=True)
+    third = json.loads(out.stdout)
+    assert all(f["source"] == "none" and f["reused"] == 0 for f in firsts)
+    assert third["source"] == "disk"  # restored from the files both processes wrote
+    assert third["prefilled"] < firsts[0]["prefilled"]
+    assert third["calls"] == firsts[0]["calls"] == firsts[1]["calls"]
+    assert third["calls"][0][0] == "get_weather"
