@@ -8,8 +8,9 @@ order alternates per case); times are measured from the end of the prompt prefil
 all modes share. Reported per mode: geometric means of time to tool start and total time,
 decode passes per call, BFCL-style correctness, agreement with `constrained`, peak
 resident memory (VmHWM, reset before each call), and the phase breakdown of `fast`;
-speedups are ratios of geometric means. `lossless` also runs with SchemaFill forecasts off,
-so what they add (speedup, passes, acceptance) is reported per group of categories.
+speedups are ratios of geometric means. `lossless` also runs with SchemaFill forecasts
+switched the other way from its default (on only on the exact engine), so what they add
+(speedup, passes, acceptance) is reported per group of categories.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -40,8 +42,10 @@ from toolweave.results import CallResult
 __all__ = ["CATEGORIES", "bench_fastpath"]
 
 CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple")
-#: `lossless` with forecasting switched off, run beside the modes.
-NO_FORECAST = "lossless_no_forecast"
+#: `lossless` with forecasting switched the other way from its default, run beside the
+#: modes; the summary reads both settings under these keys.
+OTHER_FORECAST = "lossless_other_forecast"
+FORECAST_ON, FORECAST_OFF = "lossless_forecast_on", "lossless_forecast_off"
 
 
 def _run_case(
@@ -55,11 +59,13 @@ def _run_case(
     several = case.category.startswith("parallel")
     calls = None if several else 1
     caller = ToolCaller(engine, case.tools, max_calls=calls, max_tokens=max_tokens)
-    # The same lossless decoder without SchemaFill forecasts: what forecasting adds.
-    plain = ToolCaller(engine, case.tools, max_calls=calls, max_tokens=max_tokens, forecast=False)
+    # The same lossless decoder with SchemaFill forecasts the other way: what they add.
+    other = ToolCaller(
+        engine, case.tools, max_calls=calls, max_tokens=max_tokens, forecast=not caller.forecast
+    )
     request = [dict(m) for m in case.messages]
     caller.call(request, "jump")  # prefill the prompt once, untimed, for every mode
-    runs = [*MODES, NO_FORECAST]
+    runs = [*MODES, OTHER_FORECAST]
     order = runs if index % 2 == 0 else list(reversed(runs))
     results: dict[str, CallResult] = {}
     for mode in order:
@@ -67,13 +73,15 @@ def _run_case(
         before = resident_bytes()
         if mode == "grammar":
             results[mode] = baseline.call(caller, request)
-        elif mode == NO_FORECAST:
-            results[mode] = plain.call(request, "lossless")
+        elif mode == OTHER_FORECAST:
+            results[mode] = other.call(request, "lossless")
         else:
             results[mode] = caller.call(request, mode)
         if measured:  # (peak during the call, its increase over the resident memory before)
             peak = peak_resident_bytes()
             memory.setdefault(mode, []).append((peak, peak - before))
+    on, off = (results["lossless"], results[OTHER_FORECAST])[:: 1 if caller.forecast else -1]
+    results[FORECAST_ON], results[FORECAST_OFF] = on, off
     return results
 
 
@@ -130,6 +138,7 @@ def _summary(cases: Sequence[BfclCase], runs: Sequence[dict[str, CallResult]]) -
         "forecast": _forecast_summary(cases, runs),
         "by_arguments": _by_arguments(cases, runs),
         "lossless_equals_jump": lossless_equal,
+        "lossless_differs": _differences(cases, runs),
         "calls": len(runs),
     }
 
@@ -162,6 +171,26 @@ def _ceiling(runs: Sequence[dict[str, CallResult]], costs: CostTable) -> dict[st
     }
 
 
+def _differences(
+    cases: Sequence[BfclCase], runs: Sequence[dict[str, CallResult]]
+) -> list[dict[str, Any]]:
+    """Every call where `lossless` wrote other tokens than `jump`: where they part, and
+    the near ties `lossless` logged (a difference is explained by a "drift" tie at or
+    before that position)."""
+    out = []
+    for case, run in zip(cases, runs, strict=True):
+        a, b = run["jump"].tokens, run["lossless"].tokens
+        if a == b:
+            continue
+        at = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), None)
+        at = min(len(a), len(b)) if at is None else at
+        ties = [asdict(t) for t in run["lossless"].stats.near_ties]
+        explained = any(t["kind"] == "drift" and t["position"] <= at for t in ties)
+        out.append({"case": case.id, "first_difference": at, "near_ties": ties,
+                    "explained_by_drift_tie": explained})  # fmt: skip
+    return out
+
+
 def _to_tool(result: CallResult) -> float:
     return result.stats.time_to_tool_ms or result.stats.total_ms
 
@@ -181,8 +210,8 @@ def _forecast_summary(
     for name, idx in groups.items():
         if not idx:
             continue
-        on = [runs[i]["lossless"] for i in idx]
-        off = [runs[i][NO_FORECAST] for i in idx]
+        on = [runs[i][FORECAST_ON] for i in idx]
+        off = [runs[i][FORECAST_OFF] for i in idx]
         drafted = sum(r.stats.forecast_drafted_tokens for r in on)
         out[name] = {
             "calls": len(idx),
@@ -321,6 +350,9 @@ def _print(summary: dict[str, Any], console: Console) -> None:
         )
     console.print(table)
     console.print(f"lossless == jump on {summary['lossless_equals_jump']}/{summary['calls']} calls")
+    for d in summary["lossless_differs"]:
+        why = "after a logged drift tie" if d["explained_by_drift_tie"] else "UNEXPLAINED"
+        console.print(f"  {d['case']}: parts at token {d['first_difference']}, {why}")
     cap = summary["ceiling"]
     console.print(
         f"cost model: {cap['chosen_share']:.0%} of tokens chosen by the model, a prefilled "
