@@ -72,7 +72,7 @@ def test_forecasts_are_verified_so_lossless_still_equals_jump(
     accepted = 0
     for case in cases:
         request = [dict(m) for m in case.messages]
-        caller = ToolCaller(engine, case.tools, max_calls=None, max_tokens=160)
+        caller = ToolCaller(engine, case.tools, max_calls=None, max_tokens=160, forecast=True)
         jump = caller.call(request, "jump")
         lossless = caller.call(request, "lossless")
         assert_same_tokens(jump.tokens, lossless, (case.id, jump.text, lossless.text))
@@ -86,7 +86,7 @@ def test_forecasts_are_verified_so_lossless_still_equals_jump(
 def test_forecasts_copying_unicode_from_the_request_stay_exact(engine: Engine) -> None:
     # A request token can end inside a character: the copy drafter must stop before it.
     spec = _tool("save_note", "Save a note exactly as given.", text="The note")
-    caller = ToolCaller(engine, [spec], max_tokens=120)
+    caller = ToolCaller(engine, [spec], max_tokens=120, forecast=True)
     for request in (
         "Save the note '陌陌集团' (Hello Group) - a Chinese technology company",
         "Save the note: Ünïcödé naïve café 東京は大きい, then 集团 again",
@@ -94,3 +94,12 @@ def test_forecasts_copying_unicode_from_the_request_stay_exact(engine: Engine) -
         jump = caller.call(request, "jump")
         assert_same_tokens(jump.tokens, caller.call(request, "lossless"))
         assert caller.call(request, "fast").tokens == jump.tokens
+
+
+def test_forecasts_are_on_by_default_only_on_the_exact_engine(
+    engine: Engine, exact_engine: Engine
+) -> None:
+    spec = _tool("save_note", "Save a note exactly as given.", text="The note")
+    assert ToolCaller(engine, [spec]).forecast is False
+    assert ToolCaller(exact_engine, [spec]).forecast is True
+    assert ToolCaller(engine, [spec], forecast=True).forecast is True
