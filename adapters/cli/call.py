@@ -128,12 +128,12 @@ def call(
         print(json.dumps(doc, ensure_ascii=False))
     else:
         console = Console(highlight=False, soft_wrap=True)
-        render_result(result, console)
-        if cache is not None:
+        if cache is not None:  # before the call, so the stats stay the last line
             console.print(
                 f"[dim]prompt cache: {cache['reused']} of {cache['prompt_tokens']} prompt "
                 f"tokens restored ({cache['source']}), {cache['prefilled']} prefilled[/dim]"
             )
+        render_result(result, console)
 
 
 def _call_with_states(

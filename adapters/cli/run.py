@@ -463,16 +463,7 @@ def _run_plan(
     agent = PlanOutAgent(chat, hub.tools, examples=examples, observer=trace, consent=consent)
     result = agent.run(request)
     _keep_last_prompt(chat, store)
-    records = [record for r in result.rounds for record in r.run.records]
-    summary = {
-        "rounds": len(result.rounds),
-        "tool_calls": sum(record.ran for record in records),
-        "denied": sum(record.denied for record in records),
-        "reused": sum(record.reused for record in records),
-        "finished": result.finished,
-    }
-    if result.error is not None:
-        summary["error"] = result.error
+    summary = result.summary()
     # What each LLM call saw and cost, for --compare.
     calls: list[LLMCall] = []
     for r in result.rounds:

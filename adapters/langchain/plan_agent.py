@@ -90,6 +90,21 @@ class PlanOutResult:
     error: str | None = None
     ledger: CallLedger | None = None
 
+    def summary(self) -> dict[str, Any]:
+        """Rounds, tool calls run, denied and reused, whether the request finished, and
+        the error when it stopped without an answer."""
+        records = [record for r in self.rounds for record in r.run.records]
+        out: dict[str, Any] = {
+            "rounds": len(self.rounds),
+            "tool_calls": sum(record.ran for record in records),
+            "denied": sum(record.denied for record in records),
+            "reused": sum(record.reused for record in records),
+            "finished": self.finished,
+        }
+        if self.error is not None:
+            out["error"] = self.error
+        return out
+
 
 class PlanOutAgent:
     """Answer requests with plan-out rounds over `tools` on `model`.

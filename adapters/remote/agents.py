@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from langchain_core.outputs import LLMResult
     from langchain_core.tools import BaseTool
 
-    from toolweave.adapters.langchain.plan_agent import PlanOutResult
     from toolweave.consent import ConsentPolicy
     from toolweave.tools import Tool
 
@@ -33,7 +32,6 @@ __all__ = [
     "REFUSED_OPTIONS",
     "RemoteTrace",
     "check_remote_options",
-    "plan_summary",
     "react_summary",
     "run_remote_plan",
     "run_remote_react",
@@ -136,22 +134,7 @@ def run_remote_plan(
 
     agent = PlanOutAgent(chat, tools, examples=examples, observer=observer, consent=consent)
     result = agent.run(request)
-    return result.answer, plan_summary(result)
-
-
-def plan_summary(result: PlanOutResult) -> dict[str, Any]:
-    """Rounds, tool calls run, denied and reused, and whether the request finished."""
-    records = [record for r in result.rounds for record in r.run.records]
-    summary: dict[str, Any] = {
-        "rounds": len(result.rounds),
-        "tool_calls": sum(record.ran for record in records),
-        "denied": sum(record.denied for record in records),
-        "reused": sum(record.reused for record in records),
-        "finished": result.finished,
-    }
-    if result.error is not None:
-        summary["error"] = result.error
-    return summary
+    return result.answer, result.summary()
 
 
 def react_summary(messages: Sequence[BaseMessage]) -> dict[str, Any]:

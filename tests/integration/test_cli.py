@@ -63,7 +63,8 @@ def test_call_prints_call_and_stats(tools_file: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
-    assert lines[0].startswith("call ")
+    assert lines[0].startswith("prompt cache: ")  # saved prompt states are on by default
+    assert lines[1].startswith("call ")
     assert lines[-1].startswith("jump: ") and "passes" in lines[-1]
 
 

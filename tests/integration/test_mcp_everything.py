@@ -190,7 +190,9 @@ def test_sampling_is_answered_by_the_local_model(everything: MCPHub) -> None:
     result = everything.call("trigger-sampling-request", {"prompt": "Say hello.", "maxTokens": 16})
     assert not result.is_error, result.text
     assert "LLM sampling result" in result.text
-    assert '"model": "' in result.text and '"stopReason": "maxTokens"' in result.text
+    assert '"model": "' in result.text
+    # Cut at the 16 tokens asked, or the model's own end of turn before them.
+    assert '"stopReason": "maxTokens"' in result.text or '"stopReason": "endTurn"' in result.text
     reply = result.text.split('"text": "', 1)[1].split('"', 1)[0]
     assert reply.strip()  # the model wrote something
     assert time.monotonic() - started < 60
