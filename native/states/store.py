@@ -25,6 +25,7 @@ Call `close()` (or use the store as a context manager) to finish pending writes.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -224,7 +225,9 @@ class StateStore:
         for fut in pending:
             fut.result()
         if writer is not None:
-            writer.submit(lambda: None).result()
+            # Shut down at interpreter exit (before atexit callbacks): its queue already ran.
+            with contextlib.suppress(RuntimeError):
+                writer.submit(lambda: None).result()
 
     def close(self) -> None:
         """Finish pending writes and stop the writer thread (the store stays usable)."""
