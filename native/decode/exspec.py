@@ -137,10 +137,11 @@ def generate_with_exspec(
                 return logits
             start = drift.start
             assert start is not None
-            region = [*tokens[start:], *run[1:]]  # run[0] is tokens[-1]
-            starts = pass_starts(drift.matcher, region, jump=jump)
             at = len(tokens) + len(run) - 1
-            if len(starts) > MAX_REWRITE_PASSES:  # dearer than what the drafts saved
+            region = [*tokens[start:], *run[1:]]  # run[0] is tokens[-1]
+            starts = [] if drift.too_long else pass_starts(drift.matcher, region, jump=jump)
+            if drift.too_long or len(starts) > MAX_REWRITE_PASSES:  # dearer than it saved
+                drift.too_long = True
                 near_ties.append(NearTie(at, gap, "drift"))
                 return logits
             near_ties.append(NearTie(at, gap, "rewritten"))

@@ -44,6 +44,8 @@ class KVDrift:
 
     start: int | None = None
     matcher: TokenMatcher | None = None
+    #: A rewrite was found too long: the region only grows, so later ones are not tried.
+    too_long: bool = False
 
     @property
     def dirty(self) -> bool:
@@ -59,6 +61,7 @@ class KVDrift:
     def clear(self) -> None:
         self.start = None
         self.matcher = None
+        self.too_long = False
 
 
 def pass_starts(

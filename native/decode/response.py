@@ -323,12 +323,16 @@ class ResponseDecoder:
         `MAX_REWRITE_PASSES` the logits stay and the tie is logged as "drift"."""
         start, clean = self._drift.start, self._drift.matcher
         assert start is not None and clean is not None and self.kv_len == len(self.tokens)
+        if self._drift.too_long:
+            self.totals.near_ties.append(NearTie(len(self.tokens), gap, "drift"))
+            return
         t0 = time.perf_counter()
         region = self.tokens[start : self.kv_len]
         after_first = clean.copy()
         after_first.consume(region[0])
         starts = pass_starts(after_first, region, jump=True)
         if len(starts) > MAX_REWRITE_PASSES:  # dearer than what the drafts saved
+            self._drift.too_long = True
             self.totals.near_ties.append(NearTie(len(self.tokens), gap, "drift"))
             return
         self.logits = replay(self.engine, self.seq, self.prompt_len + start, region, starts)
