@@ -27,10 +27,12 @@ from toolweave.native.decode.values import parallel_pays
 from toolweave.native.engine import Engine
 from toolweave.native.learning import engine_learning
 from toolweave.native.numerics import engine_bound
+from toolweave.native.sampling import Sampler
 from toolweave.native.states.prefill import prefill_prompt
 from toolweave.prompting.chat_template import Message, tool_messages
 from toolweave.prompting.template_file import ChatTemplateError
 from toolweave.results import CallResult, CallStats, InvalidCall
+from toolweave.sampling import Sampling
 from toolweave.toolspec import ToolCall, ToolSpec
 
 if TYPE_CHECKING:
@@ -126,10 +128,17 @@ class ToolCaller:
         return chat_tokens(self.engine, self.messages(request), template=self.chat_template)
 
     # ------------------------------------------------------------------ decoding
-    def call(self, request: str | Sequence[Message], mode: str = "constrained") -> CallResult:
-        """Answer `request` with tool calls decoded in `mode`."""
+    def call(
+        self,
+        request: str | Sequence[Message],
+        mode: str = "constrained",
+        *,
+        sampling: Sampling | None = None,
+    ) -> CallResult:
+        """Answer `request` with tool calls decoded in `mode` (greedy unless `sampling`
+        has a temperature above 0: docs/sampling.md)."""
         result: CallResult | None = None
-        for ev in self.events(request, mode):
+        for ev in self.events(request, mode, sampling=sampling):
             if ev.kind == "done":
                 result = ev.result
         if result is None:  # pragma: no cover - events() always ends with 'done'
@@ -137,10 +146,17 @@ class ToolCaller:
         return result
 
     def events(
-        self, request: str | Sequence[Message], mode: str = "constrained"
+        self,
+        request: str | Sequence[Message],
+        mode: str = "constrained",
+        *,
+        sampling: Sampling | None = None,
     ) -> Iterator[CallEvent]:
         """Decode `request`, yielding events as they happen; the last one is 'done'."""
-        if check_mode(mode) == "grammar":  # the one baseline, outside the response decoder
+        sampler = None if sampling is None or sampling.greedy else Sampler(sampling)
+        if check_mode(mode) == "grammar" and sampler is not None:
+            raise ValueError("mode 'grammar' decodes greedily: sample in another mode")
+        if mode == "grammar":  # the one baseline, outside the response decoder
             from toolweave.native.baselines.grammar import GrammarBaseline
 
             if self._grammar_baseline is None:
@@ -148,7 +164,7 @@ class ToolCaller:
             result = self._grammar_baseline.call(self, request)
             yield CallEvent("done", result.stats.total_ms, result=result)
             return
-        yield from self._decode_events(request, DecodePlan.for_mode(mode))
+        yield from self._decode_events(request, DecodePlan.for_mode(mode), sampler)
 
     def _speculation(self, plan: DecodePlan, request_text: str) -> Speculation:
         """What `plan`'s drafting works with on this engine (nothing without drafts)."""
@@ -185,7 +201,7 @@ class ToolCaller:
         )
 
     def _decode_events(
-        self, request: str | Sequence[Message], plan: DecodePlan
+        self, request: str | Sequence[Message], plan: DecodePlan, sampler: Sampler | None = None
     ) -> Iterator[CallEvent]:
         eng = self.engine
         prompt = self.prompt_tokens(request)
@@ -207,6 +223,7 @@ class ToolCaller:
                 tools=self.by_name,
                 max_tokens=self.max_tokens,
                 speculation=speculation,
+                sampler=sampler,
             )
             t_tool: float | None = None
             t_final: float | None = None
@@ -249,7 +266,9 @@ class ToolCaller:
             accepted_tokens=totals.accepted,
             forecast_drafted_tokens=totals.forecast_drafted,
             forecast_accepted_tokens=totals.forecast_accepted,
-            logit_bound=None if speculation.bound is None else speculation.bound.bound,
+            logit_bound=None
+            if speculation.bound is None or sampler is not None
+            else speculation.bound.bound,
             near_ties=tuple(totals.near_ties),
         )
         result = self._result(plan.mode, decoder.tokens, totals.finish_reason, stats, provisional)

@@ -74,6 +74,7 @@ if TYPE_CHECKING:
     from toolweave.prompting.toolrag import ToolRAG
     from toolweave.readonly import ReadOnlyDecision, classify_tool, classify_tools
     from toolweave.results import CallResult, CallStats, InvalidCall
+    from toolweave.sampling import Sampling
     from toolweave.tools import Tool, ToolResult
     from toolweave.toolspec import ToolCall, ToolSpec, load_tools, load_tools_file
 
@@ -105,6 +106,7 @@ _WHERE: dict[str, str] = {
     **dict.fromkeys(("CallResult", "CallStats", "InvalidCall"), "toolweave.results"),
     "CallEvent": "toolweave.events",
     **dict.fromkeys(("MODES", "Mode", "check_mode"), "toolweave.modes"),
+    "Sampling": "toolweave.sampling",
     **dict.fromkeys(
         ("default_model_path", "gemma_model_path", "resolve_model"), "toolweave.models"
     ),
@@ -195,6 +197,7 @@ __all__ = [
     "PromptWeaver",
     "ProvisionalToolMiddleware",
     "ReadOnlyDecision",
+    "Sampling",
     "SequenceError",
     "ServerConfig",
     "StateStore",

@@ -14,6 +14,7 @@ from toolweave.disk_cache import cache_root, parse_size
 from toolweave.formats import FORMATS, get_format
 from toolweave.models import MODELS, resolve_model
 from toolweave.modes import MODES, check_mode
+from toolweave.sampling import Sampling
 from toolweave.toolspec import ToolCall, ToolSpec, load_tools_file
 
 if TYPE_CHECKING:
@@ -21,7 +22,16 @@ if TYPE_CHECKING:
     from toolweave.native.engine import Engine
     from toolweave.results import CallResult
 
-__all__ = ["call", "open_engine", "render_result"]
+__all__ = [
+    "SeedOption",
+    "TemperatureOption",
+    "TopKOption",
+    "TopPOption",
+    "call",
+    "cli_sampling",
+    "open_engine",
+    "render_result",
+]
 
 #: Context window of `call`: room for a long tool prompt, never past what the model saw.
 CALL_CONTEXT = 8192
@@ -29,6 +39,26 @@ CALL_CONTEXT = 8192
 MAX_CALLS = 64
 
 _MODEL_HELP = f"GGUF path or model name ({', '.join(MODELS)}); default: the embedded SmolLM2."
+
+#: The sampling options of `call` and `run` (docs/sampling.md).
+TemperatureOption = Annotated[
+    float, typer.Option("--temperature", help="Sampling temperature (0: greedy decoding).")
+]
+TopPOption = Annotated[
+    float, typer.Option("--top-p", help="Nucleus sampling: the likeliest tokens up to this total.")
+]
+TopKOption = Annotated[int, typer.Option("--top-k", help="Sample among the K likeliest (0: off).")]
+SeedOption = Annotated[
+    int | None, typer.Option("--seed", help="Sampler seed: the same seed, the same answer.")
+]
+
+
+def cli_sampling(temperature: float, top_p: float, top_k: int, seed: int | None) -> Sampling:
+    """The sampling settings of the command line, or a one-line `typer.BadParameter`."""
+    try:
+        return Sampling(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
 def open_engine(model: str | None, n_ctx: int = CALL_CONTEXT) -> Engine:
@@ -94,6 +124,10 @@ def call(
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Prefill the prompt from scratch, save nothing.")
     ] = False,
+    temperature: TemperatureOption = 0.0,
+    top_p: TopPOption = 1.0,
+    top_k: TopKOption = 0,
+    seed: SeedOption = None,
 ) -> None:
     """Answer QUERY with a tool call from TOOLS."""
     # Imported here: llama.cpp loads in this process only when a call is made.
@@ -101,6 +135,9 @@ def call(
     from toolweave.prompting.template_file import load_chat_template
 
     specs = _check_call_inputs(tools, mode, fmt)
+    sampling = cli_sampling(temperature, top_p, top_k, seed)
+    if mode == "grammar" and not sampling.greedy:
+        raise typer.BadParameter("--mode grammar decodes greedily: sample in another mode")
     if cache_limit is not None:
         try:
             parse_size(cache_limit)
@@ -118,10 +155,10 @@ def call(
             chat_template=template,
         )
         if no_cache or mode == "grammar":  # `grammar` runs on llama-cpp-python's own cache
-            result = caller.call(query, mode)
+            result = caller.call(query, mode, sampling=sampling)
         else:
             directory = prompt_cache or cache_root() / "prompt-states"
-            result, cache = _call_with_states(caller, query, mode, directory, cache_limit)
+            result, cache = _call_with_states(caller, query, mode, directory, cache_limit, sampling)
     if as_json:
         doc = result.to_json()
         doc["prompt_cache"] = cache
@@ -137,7 +174,12 @@ def call(
 
 
 def _call_with_states(
-    caller: ToolCaller, query: str, mode: str, directory: Path, cache_limit: str | None
+    caller: ToolCaller,
+    query: str,
+    mode: str,
+    directory: Path,
+    cache_limit: str | None,
+    sampling: Sampling | None = None,
 ) -> tuple[CallResult, dict[str, Any] | None]:
     """The call with its prompt started from the longest saved state, and that prompt's
     state saved for the next process. The cache's figures: what was restored, from
@@ -150,7 +192,7 @@ def _call_with_states(
         with engine.lock:
             store.prefill(engine, caller.seq, prompt, caller.max_tokens)
             record = store.last
-            result = caller.call(query, mode)  # finds the prompt in the sequence
+            result = caller.call(query, mode, sampling=sampling)  # finds the prompt cached
             store.save(engine, caller.seq)  # the whole prompt, unless already saved
     if record is None:  # pragma: no cover - prefill always leaves a record
         return result, None

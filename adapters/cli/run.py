@@ -32,6 +32,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from toolweave.adapters.cli.call import (
+    SeedOption,
+    TemperatureOption,
+    TopKOption,
+    TopPOption,
+    cli_sampling,
+)
 from toolweave.disk_cache import cache_root, parse_size
 
 if TYPE_CHECKING:
@@ -188,6 +195,10 @@ def run(
             help="Longest wait for the openai:URL server's next bytes [default: 120].",
         ),
     ] = None,
+    temperature: TemperatureOption = 0.0,
+    top_p: TopPOption = 1.0,
+    top_k: TopKOption = 0,
+    seed: SeedOption = None,
 ) -> None:
     """Answer REQUEST with an agent on the local model and MCP tools, showing each phase."""
     # Imported here: LangChain's agent stack takes seconds to import, `toolweave call` not.
@@ -226,7 +237,9 @@ def run(
             max_tokens if agent == "react" else max(max_tokens, 256),
             {"--mode": mode, "--chat-template": chat_template, "--compare": compare,
              "--prompt-cache": prompt_cache, "--no-prompt-cache": no_prompt_cache,
-             "--cache-limit": cache_limit},
+             "--cache-limit": cache_limit, "--temperature": temperature or None,
+             "--top-p": None if top_p == 1 else top_p, "--top-k": top_k or None,
+             "--seed": seed},
         )  # fmt: skip
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
@@ -236,6 +249,9 @@ def run(
     # Read and checked before any server starts: a bad file is one line, exit code 2.
     template = None if chat_template is None else load_chat_template(chat_template)
     chat_options: dict[str, Any] = {} if template is None else {"chat_template": template}
+    sampling = cli_sampling(temperature, top_p, top_k, seed)
+    if not sampling.greedy:  # every local chat model samples alike (docs/sampling.md)
+        chat_options.update(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed)
     if remote is None:
         resolve_model(model)  # a missing model file fails before any server starts
     console = Console(highlight=False, stderr=as_json)

@@ -5,7 +5,11 @@
 
 Tool calls are decoded by `ToolCaller` in the chosen mode (default `lossless`: the
 fast path whose output equals serial greedy decoding); answers in text by greedy
-decoding; structured output under a JSON-schema grammar. One engine per model file is
+decoding; structured output under a JSON-schema grammar. ``temperature`` above 0
+(with ``top_p``, ``top_k`` and ``seed``, in the constructor or per call as
+``invoke(..., temperature=0.7, seed=1)``) samples instead: `lossless` then has the
+distribution of plain sampling (docs/sampling.md); the ``auto_calls="model"`` decision
+stays the greedy first token. One engine per model file is
 shared by every instance in the process and serialised by its lock, so concurrent
 callers (threads, ``batch``, async tasks, ``abatch``) never see each other's
 sequences. A request holds the lock only while it decodes, on one thread: streams and
@@ -96,9 +100,11 @@ from toolweave.native.chat import chat_tokens
 from toolweave.native.decode.exspec import exspec_table, generate_with_exspec
 from toolweave.native.decode.text import first_token, generate_text
 from toolweave.native.engine import Engine
+from toolweave.native.sampling import Sampler
 from toolweave.native.states.store import StateStore
 from toolweave.prompting.template_file import check_chat_template
 from toolweave.results import CallResult
+from toolweave.sampling import Sampling
 from toolweave.toolspec import ToolSpec
 
 __all__ = ["DEFAULT_STORE", "PARALLEL_CALLS", "ChatToolweave", "default_state_store"]
@@ -129,7 +135,14 @@ class ChatToolweave(BaseChatModel):
     #: (the engine stays shared with models that keep the file's template).
     chat_template: str | None = None
     max_tokens: int = 512
+    #: Sampling temperature (0: greedy decoding, the default).
     temperature: float = 0.0
+    #: Nucleus sampling: keep the most likely tokens up to this total (None: 1, off).
+    top_p: float | None = None
+    #: Keep only the k most likely tokens (None or 0: off).
+    top_k: int | None = None
+    #: Seed of every request's sampler: the same seed, the same answer (None: random).
+    seed: int | None = None
     #: Most tool calls in one message (None: no limit but ``max_tokens``).
     max_calls: int | None = 1
     #: Several tool calls in one message: False allows one, True up to ``max_calls``
@@ -184,8 +197,7 @@ class ChatToolweave(BaseChatModel):
 
     def model_post_init(self, context: Any, /) -> None:
         check_mode(self.mode, offered=[m for m in MODES if m != "grammar"])
-        if self.temperature:
-            raise ValueError("ChatToolweave decodes greedily: temperature must be 0")
+        self.sampling_for({})  # one-line ValueError for a bad setting
         if self.max_tokens < 1:
             raise ValueError("max_tokens must be at least 1")
         if self.max_calls is not None and self.max_calls < 1:
@@ -242,15 +254,26 @@ class ChatToolweave(BaseChatModel):
             "n_batch": self.n_batch,
             "n_threads": self.n_threads,
             "max_calls": self.max_calls_for(None),
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "top_k": self.top_k,
+            "seed": self.seed,
         }
 
     def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
         params = super()._get_ls_params(stop=stop, **kwargs)
         params["ls_provider"] = PROVIDER
         params["ls_model_name"] = kwargs.get("model") or self.model or "smollm2"
-        params["ls_temperature"] = self.temperature
+        params["ls_temperature"] = self.sampling_for(kwargs).temperature
         params["ls_max_tokens"] = self.max_tokens
         return params
+
+    def sampling_for(self, kwargs: Mapping[str, Any]) -> Sampling:
+        """The sampling settings of a request: the constructor's, with any of
+        ``temperature``, ``top_p``, ``top_k`` and ``seed`` given per call in `kwargs`."""
+        own = {"temperature": self.temperature, "top_p": self.top_p}
+        own |= {"top_k": self.top_k, "seed": self.seed}
+        return Sampling.of({**own, **{k: v for k, v in kwargs.items() if v is not None}})
 
     def max_calls_for(self, parallel_tool_calls: bool | None) -> int | None:
         """The most calls one message may hold, with this per-request setting (None:
@@ -339,8 +362,11 @@ class ChatToolweave(BaseChatModel):
         last user message, verified so the tokens equal plain greedy decoding's."""
         examples = kwargs.get("exspec")
         grammar = plan.extra["grammar"]
+        sampler = _sampler(self.sampling_for(kwargs))
         if examples is None or self.mode == "constrained":
-            return generate_text(self.engine, prompt, max_tokens=self.max_tokens, grammar=grammar)
+            return generate_text(
+                self.engine, prompt, max_tokens=self.max_tokens, grammar=grammar, sampler=sampler
+            )
         if isinstance(examples, str) or not all(isinstance(e, str) for e in examples):
             raise ToolweaveError("bind(exspec=...) takes a list of example texts")
         query = next((message_text(m) for m in reversed(rest) if isinstance(m, HumanMessage)), "")
@@ -352,6 +378,7 @@ class ChatToolweave(BaseChatModel):
             max_tokens=self.max_tokens,
             grammar=grammar,
             learn=f"grammar:{hashlib.sha1(grammar.encode()).hexdigest()[:12]}",
+            sampler=sampler,
         )
 
     def _decode(
@@ -395,12 +422,16 @@ class ChatToolweave(BaseChatModel):
         eng = self.engine
         max_calls = self.max_calls_for(kwargs.get("parallel_tool_calls"))
         stop = [*(self.stop or ()), *(kwargs.get("stop") or ())]
+        sampling = self.sampling_for(kwargs)
         if not self.reuse_prompt_cache:
             eng.seq_remove(0)
         if plan.kind == "text":
             prompt = self._render(system, rest)
             self._restore(eng, prompt, restored)
-            for ev in generate_text(eng, prompt, max_tokens=self.max_tokens, stop=stop):
+            sampler = _sampler(sampling)
+            for ev in generate_text(
+                eng, prompt, max_tokens=self.max_tokens, stop=stop, sampler=sampler
+            ):
                 yield ev, None
             return
         if plan.kind == "grammar":  # text under a caller's grammar (model.bind(grammar=))
@@ -412,7 +443,10 @@ class ChatToolweave(BaseChatModel):
             prompt = self._render(system, rest)
             self._restore(eng, prompt, restored)
             grammar = _json_grammar(plan.schema)
-            for ev in generate_text(eng, prompt, max_tokens=self.max_tokens, grammar=grammar):
+            sampler = _sampler(sampling)
+            for ev in generate_text(
+                eng, prompt, max_tokens=self.max_tokens, grammar=grammar, sampler=sampler
+            ):
                 yield ev, None
             return
         caller = self._caller(plan.specs, system, max_calls)
@@ -425,7 +459,7 @@ class ChatToolweave(BaseChatModel):
             if earlier:
                 # After tool results: a call repeating one already answered would
                 # loop; the model answers in text instead (events held until known).
-                held = list(caller.events(msgs, self.mode))
+                held = list(caller.events(msgs, self.mode, sampling=sampling))
                 result = held[-1].result
                 if result is None or not repeats(result, earlier):
                     yield from ((ev, caller) for ev in held)
@@ -435,7 +469,11 @@ class ChatToolweave(BaseChatModel):
             # Tools and a structured response bound together: the answer is the JSON.
             grammar = _json_grammar(plan.schema)
             for ev in generate_text(
-                eng, caller.prompt_tokens(msgs), max_tokens=self.max_tokens, grammar=grammar
+                eng,
+                caller.prompt_tokens(msgs),
+                max_tokens=self.max_tokens,
+                grammar=grammar,
+                sampler=_sampler(sampling),
             ):
                 yield ev, None
             return
@@ -448,10 +486,11 @@ class ChatToolweave(BaseChatModel):
                 max_tokens=self.max_tokens,
                 stop=[*stop, opener] if opener else stop,
                 not_first=_opening_tokens(eng, opener),
+                sampler=_sampler(sampling),
             ):
                 yield ev, None
             return
-        for ev in caller.events(msgs, self.mode):
+        for ev in caller.events(msgs, self.mode, sampling=sampling):
             yield ev, caller
 
     @property
@@ -629,6 +668,11 @@ def default_state_store() -> StateStore:
             _DEFAULT_STORES[directory] = store
             atexit.register(store.close)
         return store
+
+
+def _sampler(sampling: Sampling) -> Sampler | None:
+    """A fresh sampler for one decode (None: greedy)."""
+    return None if sampling.greedy else Sampler(sampling)
 
 
 def _json_grammar(schema: Mapping[str, Any]) -> str:

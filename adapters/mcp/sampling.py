@@ -143,7 +143,8 @@ def chat_model_sampler(model: Any, *, max_tokens: int = 256) -> SamplingCallback
     The model sees a fixed system message, the server's system prompt and messages as
     plain text, and writes at most ``max_tokens`` tokens (or the server's smaller
     budget); a model with a ``max_tokens`` field gets that field set on a copy (and
-    ``observer`` cleared: a run's display shows the agent's own messages).
+    ``observer`` cleared: a run's display shows the agent's own messages), and one with a
+    ``temperature`` field the server's temperature when the request gives one.
     """
     from langchain_core.language_models import BaseChatModel
     from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
@@ -160,6 +161,8 @@ def chat_model_sampler(model: Any, *, max_tokens: int = 256) -> SamplingCallback
         update: dict[str, Any] = {"max_tokens": budget} if "max_tokens" in fields else {}
         if "observer" in fields:  # a run's live display shows the agent's messages only
             update["observer"] = None
+        if request.temperature is not None and "temperature" in fields:
+            update["temperature"] = float(request.temperature)
         bounded = model.model_copy(update=update) if update else model
         system = SAMPLING_SYSTEM
         if request.system_prompt:

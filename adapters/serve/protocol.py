@@ -3,8 +3,10 @@
 `parse_chat_request` checks a decoded JSON body against what the server supports and
 turns it into LangChain messages plus the options `ChatToolweave` reads. Anything it
 cannot honour is refused with an `ApiError` (OpenAI's error shape, status 400) naming
-the parameter, never silently ignored; parameters that cannot change a greedy answer
-(``seed``, ``top_p``, ``user``, ...) are accepted.
+the parameter, never silently ignored; parameters that cannot change the answer
+(``user``, ``metadata``, ...) are accepted. ``temperature``, ``top_p``, ``seed`` and the
+``top_k`` extension are passed through (temperature 0 or absent: greedy decoding;
+docs/sampling.md).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from langchain_core.messages import (
 )
 
 from toolweave.errors import ToolSpecError
+from toolweave.sampling import Sampling
 from toolweave.toolspec import ToolSpec
 
 __all__ = [
@@ -35,11 +38,9 @@ __all__ = [
     "parse_json_body",
 ]
 
-#: Parameters OpenAI defines that cannot change a greedy, single-choice answer.
+#: Parameters OpenAI defines that cannot change a single-choice answer.
 _IGNORED = frozenset(
     {
-        "seed",
-        "top_p",
         "user",
         "metadata",
         "store",
@@ -87,8 +88,13 @@ _SUPPORTED = frozenset(
         "max_tokens",
         "max_completion_tokens",
         "temperature",
+        "top_p",
+        "top_k",
+        "seed",
     }
 )
+#: The sampling parameters, passed through to the chat model.
+_SAMPLING = ("temperature", "top_p", "top_k", "seed")
 _ROLES = ("system", "developer", "user", "assistant", "tool")
 
 
@@ -140,7 +146,8 @@ class ChatRequest:
     """A validated chat-completions request.
 
     `options` are the keyword arguments `ChatToolweave` decodes with (``tools``,
-    ``tool_choice``, ``parallel_tool_calls``, ``response_format``)."""
+    ``tool_choice``, ``parallel_tool_calls``, ``response_format`` and the sampling
+    settings ``temperature``, ``top_p``, ``top_k``, ``seed``)."""
 
     model: str
     messages: tuple[BaseMessage, ...]
@@ -180,10 +187,9 @@ def parse_chat_request(data: Any, limits: Limits = Limits()) -> ChatRequest:
     model = data.get("model")
     if not isinstance(model, str) or not model:
         raise ApiError("'model' must be a non-empty string", param="model")
-    _check_temperature(data.get("temperature"))
     tools = _tools(data.get("tools"), limits)
     names = [t["function"]["name"] for t in tools]
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = _sampling(data)
     if tools:
         options["tools"] = tools
     choice = _tool_choice(data.get("tool_choice"), names)
@@ -217,18 +223,24 @@ def parse_chat_request(data: Any, limits: Limits = Limits()) -> ChatRequest:
 
 
 # ---------------------------------------------------------------------- scalars
-def _check_temperature(value: Any) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ApiError("'temperature' must be a number", param="temperature")
-    if value != 0:
-        raise ApiError(
-            f"temperature={value} is not supported: this server decodes greedily "
-            "(send temperature 0 or leave it out)",
-            param="temperature",
-            code="unsupported_value",
-        )
+def _sampling(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The sampling parameters set in `data` (None: unset), each checked alone so the
+    error names it."""
+    found: dict[str, Any] = {}
+    for key in _SAMPLING:
+        value = data.get(key)
+        if value is None:
+            continue
+        number = int | float if key in ("temperature", "top_p") else int
+        if isinstance(value, bool) or not isinstance(value, number):
+            kind = "a number" if number is not int else "an integer"
+            raise ApiError(f"'{key}' must be {kind}", param=key)
+        try:
+            Sampling.of({key: value})
+        except ValueError as exc:
+            raise ApiError(str(exc), param=key, code="invalid_value") from None
+        found[key] = value
+    return found
 
 
 def _max_tokens(data: Mapping[str, Any], limits: Limits) -> int | None:

@@ -25,6 +25,10 @@ few passes: then it decides as it is, within the kernels' rounding, and the posi
 logged (`NearTie` of kind "drift"), the one place the output may differ. Under a
 grammar each choice is the constrained greedy token. With `jump` the tokens a grammar
 forces are prefilled in one pass (as in the `jump` mode).
+
+With a `Sampler` every choice is drawn instead, and row i takes draft token i by the
+speculative-sampling rule (`Sampler.verify`): the output is distributed as plain
+sampling's (`generate_text` with the same sampler settings); the bound rules are off.
 """
 
 from __future__ import annotations
@@ -41,10 +45,11 @@ from toolweave.events import CallEvent
 from toolweave.native.calibration import CostTable, engine_costs
 from toolweave.native.constraints import TokenMatcher, top_with_gap, vocabulary_for
 from toolweave.native.decode.reference import MAX_REWRITE_PASSES, KVDrift, pass_starts, replay
-from toolweave.native.decode.text import _stop_at, greedy_token, text_done  # shared rules
+from toolweave.native.decode.text import _stop_at, text_done  # shared rules
 from toolweave.native.engine import BatchToken, Engine
 from toolweave.native.learning import Learned, engine_learning
 from toolweave.native.numerics import LogitBound, engine_bound
+from toolweave.native.sampling import Sampler, choose
 from toolweave.native.states.prefill import prefill_prompt
 from toolweave.results import NearTie
 
@@ -75,8 +80,10 @@ def generate_with_exspec(
     jump: bool = False,
     learn: str | None = None,
     bound: LogitBound | None = None,
+    sampler: Sampler | None = None,
 ) -> Iterator[CallEvent]:
-    """Greedy decoding after `prompt`, with n-gram drafts verified in one pass each.
+    """Greedy decoding after `prompt`, with n-gram drafts verified in one pass each
+    (with a `sampler`: sampling, drafts verified by the speculative-sampling rule).
 
     Same events, result and stop rules as `generate_text` (a 'tokens' event may carry
     several tokens: the ones a verification pass accepted); `result.tokens` equals
@@ -113,14 +120,16 @@ def generate_with_exspec(
         context_len = table.context_len if table is not None else 0
         history = list(prompt[max(0, len(prompt) - context_len) :])  # lookup context only
         tokens: list[int] = []
-        new = [greedy_token(matcher, pre.logits)]
+        new = [choose(sampler, matcher, pre.logits)]
         utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
         text = ""
         reason = "length"
         t_first: float | None = None
         drafted = accepted = forced_total = 0
         near_ties: list[NearTie] = []
-        if bound is None and not engine.batch_invariant and table is not None:
+        if sampler is not None:  # a batched row is the target distribution itself
+            bound = None
+        elif bound is None and not engine.batch_invariant and table is not None:
             bound = engine_bound(engine)
         inexact = bound is not None and bound.max_delta > 0
         drift = KVDrift()  # cells verification passes wrote since the last rewrite
@@ -191,7 +200,7 @@ def generate_with_exspec(
                     matcher.consume_many(forced)  # the grammar state the logits predict in
                     try:
                         logits = reference(logits, [tokens[-1], *forced])
-                        new = [*forced, matcher.best(logits)]
+                        new = [*forced, choose(sampler, matcher, logits)]
                     finally:
                         matcher.rollback(len(forced))
                     forced_total += len(forced)
@@ -208,7 +217,7 @@ def generate_with_exspec(
                 if k == 0:
                     logits = engine.forward([BatchToken(tokens[-1], pos, (seq,), True)])[0]
                     logits = reference(logits, [tokens[-1]])
-                    new = [greedy_token(matcher, logits)]
+                    new = [choose(sampler, matcher, logits)]
                     times.observe(1, (time.perf_counter() - t_pass) * 1000)
                     if draft:  # a free observation: would the draft's first token have passed?
                         hit = draft[0] == new[0]
@@ -216,7 +225,7 @@ def generate_with_exspec(
                         rate = rate.observe(int(hit), not hit)
                     continue
                 after_pending = matcher.copy() if matcher is not None and jump else None
-                new, tie = _verify(engine, seq, pos, tokens[-1], draft[:k], matcher, bound)
+                new, tie = _verify(engine, seq, pos, tokens[-1], draft[:k], matcher, bound, sampler)
                 if inexact and (tie is None or new):  # it wrote the cells of the kept tokens
                     drift.mark(len(tokens) - 1, after_pending)
                 taken = len(new) if tie is not None else len(new) - 1  # draft tokens kept
@@ -260,6 +269,7 @@ def _verify(
     draft: list[int],
     matcher: TokenMatcher | None,
     bound: LogitBound | None,
+    sampler: Sampler | None = None,
 ) -> tuple[list[int], float | None]:
     """Forward `pending` (at `pos`) and `draft` in one pass; return the model's greedy
     tokens (constrained by `matcher`, which is left where it was): the accepted draft
@@ -270,7 +280,8 @@ def _verify(
     closer position the walk ends with the tokens accepted so far (their cells kept, the
     last one's not: it becomes the pending token) and that position's gap as the second
     value, and the caller decides it with a single-token step, as plain greedy decoding
-    does. Otherwise the second value is None."""
+    does. Otherwise the second value is None. With a `sampler` (and no bound) row j takes
+    draft token j by `Sampler.verify` and the row after the last one draws freely."""
     items = [BatchToken(t, pos + i, (seq,), True) for i, t in enumerate([pending, *draft])]
     rows = engine.forward(items)
     out: list[int] = []
@@ -278,7 +289,11 @@ def _verify(
     consumed = 0
     try:
         for j in range(len(rows)):
-            best, gap = _best(rows[j], matcher, bound is not None)
+            if sampler is not None:
+                best = choose(sampler, matcher, rows[j], draft[j] if j < len(draft) else None)
+                gap = 0.0
+            else:
+                best, gap = _best(rows[j], matcher, bound is not None)
             if bound is not None and not bound.decides(gap):
                 tie = gap
                 engine.seq_remove(seq, pos + j)  # items[j] is pending again

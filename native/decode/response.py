@@ -52,6 +52,7 @@ from toolweave.native.decode.verify import verify_draft
 from toolweave.native.engine import BatchToken, Engine
 from toolweave.native.learning import EngineLearning
 from toolweave.native.numerics import LogitBound
+from toolweave.native.sampling import Sampler, choose
 from toolweave.results import NearTie
 from toolweave.toolspec import ToolCall, ToolSpec
 
@@ -158,8 +159,14 @@ class ResponseDecoder:
         tools: Mapping[str, ToolSpec],
         max_tokens: int,
         speculation: Speculation | None = None,
+        sampler: Sampler | None = None,
     ) -> None:
+        """`sampler` (temperature > 0) draws every choice instead of taking the argmax:
+        forced tokens are taken as they are, verified drafts pass the speculative-sampling
+        rule (`Sampler.verify`) and the margin and rewrite rules of greedy verification
+        are off (see docs/sampling.md)."""
         self.engine = engine
+        self.sampler = sampler
         self.vocab = vocab
         self.plan = plan
         self.matcher = TokenMatcher(vocab, grammar)
@@ -196,7 +203,8 @@ class ResponseDecoder:
         self._greedy_token = -1
         # KV cells verification passes wrote since the last reference rewrite.
         self._drift = KVDrift()
-        bound = spec.bound
+        # Greedy verification's margin rule; under sampling a batched row is the target.
+        self._bound = bound = spec.bound if sampler is None else None
         self._inexact = bound is not None and bound.max_delta > 0
 
     # ------------------------------------------------------------------ text helpers
@@ -304,16 +312,35 @@ class ResponseDecoder:
         away from `jump`'s: a choice they do not decide is taken only after those cells
         are written again in `jump`'s own passes (`_rewrite`)."""
         key = (id(self.logits), len(self.tokens))
+        if self._greedy_key != key and self.sampler is not None:
+            self._greedy_key, self._greedy_token = key, self._sampled(None)
         if self._greedy_key != key:
             if self._drift.dirty:
                 token, gap = self.matcher.best_with_gap(self.logits)
-                bound = self.speculation.bound
+                bound = self._bound
                 if bound is not None and not bound.decides(gap):
                     self._rewrite(gap)
                     token = self.matcher.best(self.logits)
             else:
                 token = self.matcher.best(self.logits)
             self._greedy_key, self._greedy_token = (id(self.logits), len(self.tokens)), token
+        return self._greedy_token
+
+    def _sampled(self, draft: int | None) -> int:
+        """Under sampling: the token the grammar forces here if it forces one (its
+        distribution is one-hot), else a draw, or `Sampler.verify` of `draft`."""
+        forced = self.matcher.forced()
+        if forced:
+            return forced[0]
+        return choose(self.sampler, self.matcher, self.logits, draft)
+
+    def _choice_for(self, draft: int) -> int:
+        """The token taken at this position where a drafter proposes `draft` (drawn once
+        per position, like `_greedy`, whichever asks first)."""
+        key = (id(self.logits), len(self.tokens))
+        if self.sampler is None or self._greedy_key == key:
+            return self._greedy()
+        self._greedy_key, self._greedy_token = key, self._sampled(draft)
         return self._greedy_token
 
     def _rewrite(self, gap: float) -> None:
@@ -428,6 +455,9 @@ class ResponseDecoder:
                 suffixes=suffixes,
                 branch_seqs=self.speculation.branch_seqs,
                 batch_pays=self.speculation.batch_pays,
+                # `fast` trusts its drafts: under sampling they are its samples. `lossless`
+                # drafts greedily (one-hot q) and verifies with the sampling rule.
+                sampler=self.sampler if self.plan.trust_drafts else None,
             )
             self.kv_len = len(self.tokens)
             self.logits = drafts.logits
@@ -510,7 +540,7 @@ class ResponseDecoder:
         draft = self.engine.tokenize(rest, parse_special=False)[: self.max_tokens - at]
         # The next token is a free choice here (no forced tokens): check it first for free.
         self._flush()
-        first = self._greedy()
+        first = self._choice_for(draft[0]) if draft else self._greedy()
         if not draft or first != draft[0]:
             self._call.failed_at.add(at)
             return False
@@ -549,7 +579,7 @@ class ResponseDecoder:
         if len(choices) < 2 or choices[0] != 0:
             return False  # no choice after the first: forced tokens cost nothing anyway
         self._flush()
-        if self._greedy() != draft[0]:  # free: these logits exist already
+        if self._choice_for(draft[0]) != draft[0]:  # free: these logits exist already
             return False
 
         def tokens_through(k: int) -> int:  # draft tokens in a pass verifying k more choices
@@ -589,7 +619,8 @@ class ResponseDecoder:
             pos=self.prompt_len + self.kv_len,
             logits=self.logits,
             max_rows=self._max_rows,
-            bound=self.speculation.bound,
+            bound=self._bound,
+            sampler=self.sampler,
         )
         accepted = verdict.accepted
         if clean and verdict.kept > 0:
@@ -614,4 +645,7 @@ class ResponseDecoder:
             yield from self._commit(
                 verdict.correction, decoded=verdict.correction_chosen, kind=kind
             )
+        if verdict.end is not None:  # drawn for the next position: the plain step takes it
+            self._greedy_key = (id(self.logits), len(self.tokens))
+            self._greedy_token = verdict.end
         return len(accepted), verdict.stalled

@@ -18,6 +18,7 @@ from numpy.typing import NDArray
 from toolweave.events import CallEvent
 from toolweave.native.constraints import TokenMatcher, vocabulary_for
 from toolweave.native.engine import BatchToken, Engine
+from toolweave.native.sampling import Sampler, choose
 from toolweave.native.states.prefill import PromptPrefill, prefill_prompt
 from toolweave.results import CallResult, CallStats, NearTie
 
@@ -41,12 +42,13 @@ def generate_text(
     mode: str = "text",
     stop: Sequence[str] = (),
     not_first: Sequence[int] = (),
+    sampler: Sampler | None = None,
 ) -> Iterator[CallEvent]:
-    """Decode greedily after `prompt` until an end-of-generation token, the end of
-    `grammar` (llguidance Lark, optional), a `stop` string or `max_tokens`; the last
-    event is 'done'. A stop string ends the text and is not part of it (tokens that
-    started it may already have been streamed). Tokens in `not_first` cannot open the
-    text (a text answer that must not start a tool call).
+    """Decode greedily (or draw each token with `sampler`) after `prompt` until an
+    end-of-generation token, the end of `grammar` (llguidance Lark, optional), a `stop`
+    string or `max_tokens`; the last event is 'done'. A stop string ends the text and is
+    not part of it (tokens that started it may already have been streamed). Tokens in
+    `not_first` cannot open the text (a text answer that must not start a tool call).
 
     The engine lock is held from the prefill to the last token: finish or close the
     iterator (a paused one makes other callers fail with `EngineBusyError` instead of
@@ -70,7 +72,7 @@ def generate_text(
                 if not tokens and not_first:
                     logits = logits.copy()
                     logits[list(not_first)] = -np.inf
-                token = greedy_token(matcher, logits)
+                token = choose(sampler, matcher, logits)
                 if engine.is_eog(token):
                     reason = "stop"
                     break

@@ -21,6 +21,7 @@ from toolweave.errors import ConstraintError
 from toolweave.native.calibration import CostTable
 from toolweave.native.constraints import TokenMatcher, Vocabulary
 from toolweave.native.engine import BatchToken, Engine
+from toolweave.native.sampling import Sampler, choose
 
 __all__ = ["Branch", "ValueDrafts", "draft_values", "parallel_pays"]
 
@@ -118,12 +119,15 @@ def draft_values(
     suffixes: Sequence[Sequence[str]],
     branch_seqs: Sequence[int],
     batch_pays: Callable[[int], bool],
+    sampler: Sampler | None = None,
 ) -> ValueDrafts:
     """Decode the values of `keys` side by side; see the module docstring.
 
     `committed` are the response tokens so far (the first `kv_len` are in the KV of `seq`,
     `logits` belong to the last of those); `head` is the call text up to the first key.
     `batch_pays(k)` says whether one k-token pass beats k serial passes on this engine.
+    With a `sampler` each value token is drawn (under its branch's grammar) instead of
+    taken greedily: `fast`'s values under sampling.
     """
     if len(branch_seqs) < len(keys):
         raise ConstraintError(f"{len(keys)} values need {len(keys)} free sequences")
@@ -190,7 +194,7 @@ def draft_values(
             b.logits = seq0_logits
 
     try:
-        passes += _decode_values(engine, branches, batch_pays)
+        passes += _decode_values(engine, branches, batch_pays, sampler)
         values: dict[str, str] | None = {b.key: b.text(engine) for b in branches}
         error = None
     except ConstraintError as exc:  # a value the grammar or the token limit cut short
@@ -210,7 +214,10 @@ def draft_values(
 
 
 def _decode_values(
-    engine: Engine, branches: list[Branch], batch_pays: Callable[[int], bool]
+    engine: Engine,
+    branches: list[Branch],
+    batch_pays: Callable[[int], bool],
+    sampler: Sampler | None = None,
 ) -> int:
     """Advance every unfinished value one token per pass; returns the passes run."""
     passes = 0
@@ -219,7 +226,7 @@ def _decode_values(
         step: list[tuple[Branch, int]] = []
         for b in active:
             assert b.logits is not None
-            tok = b.matcher.best(b.logits)
+            tok = choose(sampler, b.matcher, b.logits)
             if engine.is_eog(tok):
                 if not b.matcher.accepting:
                     raise ConstraintError(f"value of {b.key!r} ended without its closing text")

@@ -11,6 +11,11 @@ best token leads the runner-up by more than twice the engine's logit bound; at a
 position the verdict stops and leaves the tokens since the previous choice pending, so
 the decoder forwards them in one pass, exactly the pass `jump` makes there, and decides
 the position from that.
+
+Under sampling (a `Sampler`) the same walk takes each choice by the speculative-sampling
+rule instead (`Sampler.verify`: the draft token with probability p(d) under the row's
+distribution, else a draw from p without it), the first choice being the caller's, and
+the margin rule does not apply: the row is the target distribution.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from numpy.typing import NDArray
 from toolweave.native.constraints import TokenMatcher
 from toolweave.native.engine import BatchToken, Engine
 from toolweave.native.numerics import LogitBound
+from toolweave.native.sampling import Sampler
 
 __all__ = ["Verdict", "grammar_prefix", "verify_draft"]
 
@@ -63,7 +69,8 @@ class Verdict:
     holds the first `kept` accepted tokens and `logits` predict the token after them.
     `stalled`: the walk stopped with neither a mismatch nor the end of the draft.
     `near_tie`: the gap of the choice the batched row could not decide (the walk stopped
-    before it), or None.
+    before it), or None. `end`: under sampling, the end-of-generation token drawn for
+    the position after the accepted tokens (the decoder must take it there), or None.
     """
 
     drafted: int
@@ -75,6 +82,7 @@ class Verdict:
     logits: NDArray[np.float32]
     stalled: bool
     near_tie: float | None = None
+    end: int | None = None
 
 
 def verify_draft(
@@ -87,6 +95,7 @@ def verify_draft(
     logits: NDArray[np.float32],
     max_rows: int,
     bound: LogitBound | None = None,
+    sampler: Sampler | None = None,
 ) -> Verdict:
     """Forward `draft` at position `pos` of `seq` in one pass and judge it.
 
@@ -95,7 +104,11 @@ def verify_draft(
     logits rows are asked (the draft is cut before the choice that would need more).
     The KV cells of every token not kept are removed. With a `bound`, a choice whose
     batched row does not decide it (`LogitBound.decides`) ends the walk (`near_tie`).
+    With a `sampler` (then `bound` must be None) the first choice is the caller's draw,
+    equal to the draft's first token, and every later one follows `Sampler.verify`.
     """
+    if sampler is not None and bound is not None:
+        raise ValueError("verify_draft: sampling verification takes no logit bound")
     draft, choices = grammar_prefix(matcher, draft)
     if len(choices) > max_rows:  # bound the logits buffer (vocabulary x rows)
         draft, choices = draft[: choices[max_rows]], choices[:max_rows]
@@ -112,6 +125,7 @@ def verify_draft(
     fresh = True  # prev predicts the token after the last accepted one
     last_choice = 0  # index in `accepted` of the latest token the model chose
     near_tie: float | None = None
+    end: int | None = None
     j = 0
     while j < len(draft) and not probe.stopped:
         forced = probe.forced()
@@ -126,11 +140,18 @@ def verify_draft(
             if not fresh:  # cannot happen with the rows asked above; stop safely
                 break
             # The runner-up gap matters only under a bound (it costs a vocabulary sort).
-            tok, gap = probe.best_with_gap(prev) if bound is not None else (probe.best(prev), 0.0)
+            if sampler is not None:  # the first choice was drawn by the caller
+                tok = draft[j] if prev is logits else sampler.verify(prev, probe.mask(), draft[j])
+                gap = 0.0
+            elif bound is not None:
+                tok, gap = probe.best_with_gap(prev)
+            else:
+                tok, gap = probe.best(prev), 0.0
             if prev is not logits and bound is not None and not bound.decides(gap):
                 near_tie = gap
                 break
             if engine.is_eog(tok):
+                end = tok if sampler is not None else None
                 break
             if tok != draft[j]:
                 correction = [tok]
@@ -170,4 +191,5 @@ def verify_draft(
         logits=prev,
         stalled=not correction and j < len(draft) and not probe.stopped,
         near_tie=near_tie,
+        end=end,
     )

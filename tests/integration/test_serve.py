@@ -241,6 +241,30 @@ def test_agent_on_chat_openai_calls_the_tool_and_answers(
     assert isinstance(messages[-1], AIMessage) and not messages[-1].tool_calls
 
 
+def test_sampling_parameters_give_a_valid_call_and_the_same_seed_the_same_one(
+    client: openai.OpenAI, backend: Backend
+) -> None:
+    kwargs: dict[str, Any] = {
+        "model": backend.model_id,
+        "messages": ask("Lima"),
+        "tools": [WEATHER],
+        "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
+        "temperature": 0.9,
+        "top_p": 0.95,
+        "seed": 11,
+        "extra_body": {"top_k": 20},
+    }
+    answers = []
+    for _ in range(2):
+        choice = client.chat.completions.create(**kwargs).choices[0]
+        calls = choice.message.tool_calls or []
+        assert [c.function.name for c in calls] == ["get_weather"]  # type: ignore[union-attr]
+        args = json.loads(calls[0].function.arguments)  # type: ignore[union-attr]
+        assert isinstance(args["city"], str)
+        answers.append(args)
+    assert answers[0] == answers[1]
+
+
 def test_client_disconnect_stops_decoding(
     server: ServerThread, backend: Backend, client: openai.OpenAI
 ) -> None:
@@ -298,8 +322,8 @@ def test_errors_have_openai_shape(server: ServerThread, backend: Backend) -> Non
     good = {"model": backend.model_id, "messages": ask("Rome")}
     assert _error(_post(server, b'{"model": "x", "messages": ['), 400)["code"] == "invalid_json"
     assert _error(_post(server, {**good, "model": "gpt-4o"}), 404)["code"] == "model_not_found"
-    err = _error(_post(server, {**good, "temperature": 0.7}), 400)
-    assert err["param"] == "temperature" and "greed" in err["message"]
+    err = _error(_post(server, {**good, "temperature": -0.7}), 400)
+    assert err["param"] == "temperature" and ">= 0" in err["message"]
     assert (
         _error(_post(server, {**good, "tool_choice": "sometimes"}), 400)["param"] == "tool_choice"
     )

@@ -50,6 +50,7 @@ EXPECTED = [
     "PromptWeaver",
     "ProvisionalToolMiddleware",
     "ReadOnlyDecision",
+    "Sampling",
     "SequenceError",
     "ServerConfig",
     "StateStore",

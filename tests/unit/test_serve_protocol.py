@@ -97,7 +97,12 @@ def test_a_tool_round_trip_becomes_langchain_messages() -> None:
 @pytest.mark.parametrize(
     ("change", "param"),
     [
-        ({"temperature": 0.8}, "temperature"),
+        ({"temperature": -0.5}, "temperature"),
+        ({"temperature": "warm"}, "temperature"),
+        ({"top_p": 0}, "top_p"),
+        ({"top_k": -1}, "top_k"),
+        ({"top_k": 2.5}, "top_k"),
+        ({"seed": "7"}, "seed"),
         ({"n": 2}, "n"),
         ({"frobnicate": True}, "frobnicate"),
         ({"reasoning_effort": "high"}, "reasoning_effort"),
@@ -138,10 +143,14 @@ def test_unsupported_or_invalid_values_are_refused_naming_the_parameter(
     assert err.status == 400 and err.param == param
 
 
-def test_temperature_error_says_greedy_and_neutral_values_pass() -> None:
-    assert "greedily" in refused({**BASE, "temperature": 1}).message
+def test_sampling_parameters_pass_through_and_neutral_values_pass() -> None:
     req = parse_chat_request(
-        {**BASE, "n": 1, "top_p": 0.5, "presence_penalty": 0, "user": "u", "audio": None}
+        {**BASE, "temperature": 0.8, "top_p": 0.9, "top_k": 40, "seed": 7, "user": "u"}
+    )
+    assert req.options == {"temperature": 0.8, "top_p": 0.9, "top_k": 40, "seed": 7}
+    assert "temperature must be" in refused({**BASE, "temperature": -1}).message
+    req = parse_chat_request(
+        {**BASE, "n": 1, "presence_penalty": 0, "user": "u", "audio": None, "seed": None}
     )
     assert req.max_tokens is None and not req.stream and req.options == {}
 
