@@ -291,7 +291,7 @@ def render(report_dir: Path, page_dir: Path | None = None) -> str:
         "",
         "Every figure below is read from the JSON files that `toolweave bench all` wrote "
         f"to [`{_link(report_dir, page_dir)}`]({_link(report_dir, page_dir)}). "
-        "The suites need the `bench` extra; the whole run takes about 30 minutes on the "
+        "The suites need the `bench` extra; the whole run takes about an hour on the "
         "machine below:",
         "",
         "```console",

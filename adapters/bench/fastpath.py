@@ -1,6 +1,6 @@
 """`toolweave bench fastpath`: the five decoding modes on BFCL v4, interleaved in one process.
 
-    toolweave bench fastpath --json OUT [--plot OUT.png] [--calls N] [--model M]
+    toolweave bench fastpath --json OUT [--plot OUT.png] [--calls N] [--model M] [--modes M,..]
 
 Cases are sampled uniformly over the number of ground-truth arguments from simple,
 multiple, parallel and parallel_multiple. Every case runs in every mode back to back (the
@@ -10,7 +10,9 @@ decode passes per call, BFCL-style correctness, agreement with `constrained`, pe
 resident memory (VmHWM, reset before each call), and the phase breakdown of `fast`;
 speedups are ratios of geometric means. `lossless` also runs with SchemaFill forecasts
 switched the other way from its default (on only on the exact engine), so what they add
-(speedup, passes, acceptance) is reported per group of categories.
+(speedup, passes, acceptance) is reported per group of categories. `--modes` runs a
+subset (e.g. ``constrained,jump,lossless``: the equality check of `lossless` against
+`jump` without the slow baseline); the summaries that need a missing mode are left out.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ def _run_case(
     index: int,
     max_tokens: int,
     memory: dict[str, list[tuple[int, int]]],
+    modes: Sequence[str] = MODES,
 ) -> dict[str, CallResult]:
     several = case.category.startswith("parallel")
     calls = None if several else 1
@@ -65,7 +68,8 @@ def _run_case(
     )
     request = [dict(m) for m in case.messages]
     caller.call(request, "jump")  # prefill the prompt once, untimed, for every mode
-    runs = [*MODES, OTHER_FORECAST]
+    full = tuple(modes) == MODES
+    runs = [*modes, OTHER_FORECAST] if full else list(modes)
     order = runs if index % 2 == 0 else list(reversed(runs))
     results: dict[str, CallResult] = {}
     for mode in order:
@@ -80,15 +84,18 @@ def _run_case(
         if measured:  # (peak during the call, its increase over the resident memory before)
             peak = peak_resident_bytes()
             memory.setdefault(mode, []).append((peak, peak - before))
-    on, off = (results["lossless"], results[OTHER_FORECAST])[:: 1 if caller.forecast else -1]
-    results[FORECAST_ON], results[FORECAST_OFF] = on, off
+    if full:
+        pair = (results["lossless"], results[OTHER_FORECAST])
+        results[FORECAST_ON], results[FORECAST_OFF] = pair[:: 1 if caller.forecast else -1]
     return results
 
 
-def _memory_summary(memory: dict[str, list[tuple[int, int]]]) -> dict[str, Any] | None:
+def _memory_summary(
+    memory: dict[str, list[tuple[int, int]]], modes: Sequence[str] = MODES
+) -> dict[str, Any] | None:
     """Per mode: the highest peak resident memory of any call, and the largest rise a
     call caused above the memory resident when it started (both MB); None if unmeasured."""
-    if not set(MODES) <= set(memory):
+    if not {*modes, "constrained"} <= set(memory):
         return None
     mb = 1024 * 1024
     out = {
@@ -96,16 +103,18 @@ def _memory_summary(memory: dict[str, list[tuple[int, int]]]) -> dict[str, Any] 
             "peak_mb": max(p for p, _ in memory[mode]) / mb,
             "max_rise_mb": max(r for _, r in memory[mode]) / mb,
         }
-        for mode in MODES
+        for mode in modes
     }
     for m in out.values():
         m["peak_vs_constrained_mb"] = m["peak_mb"] - out["constrained"]["peak_mb"]
     return out
 
 
-def _summary(cases: Sequence[BfclCase], runs: Sequence[dict[str, CallResult]]) -> dict[str, Any]:
+def _summary(
+    cases: Sequence[BfclCase], runs: Sequence[dict[str, CallResult]], chosen: Sequence[str] = MODES
+) -> dict[str, Any]:
     modes: dict[str, Any] = {}
-    for mode in MODES:
+    for mode in chosen:
         rs = [r[mode] for r in runs]
         correct = [
             bool(match_calls(r.calls, c.expected, specs=c.tools))
@@ -114,6 +123,7 @@ def _summary(cases: Sequence[BfclCase], runs: Sequence[dict[str, CallResult]]) -
         agree = [
             [x.to_dict() for x in r.calls] == [x.to_dict() for x in run["constrained"].calls]
             for r, run in zip(rs, runs, strict=True)
+            if "constrained" in run
         ]
         phases: dict[str, float] = {}
         for r in rs:
@@ -124,23 +134,25 @@ def _summary(cases: Sequence[BfclCase], runs: Sequence[dict[str, CallResult]]) -
             "total_ms": geomean([r.stats.total_ms for r in rs]),
             "decode_passes": sum(r.stats.decode_passes for r in rs) / len(rs),
             "correct": sum(correct) / len(rs),
-            "agree_with_constrained": sum(agree) / len(rs),
+            "agree_with_constrained": sum(agree) / len(rs) if agree else None,
             "mean_phases_ms": phases,
         }
-    base = modes["constrained"]
+    base = modes.get("constrained")
     for m in modes.values():
-        m["speedup_time_to_tool_vs_constrained"] = base["time_to_tool_ms"] / m["time_to_tool_ms"]
-        m["speedup_total_vs_constrained"] = base["total_ms"] / m["total_ms"]
-        m["passes_vs_constrained"] = m["decode_passes"] / base["decode_passes"]
-    lossless_equal = sum(r["lossless"].tokens == r["jump"].tokens for r in runs)
-    return {
-        "modes": modes,
-        "forecast": _forecast_summary(cases, runs),
-        "by_arguments": _by_arguments(cases, runs),
-        "lossless_equals_jump": lossless_equal,
-        "lossless_differs": _differences(cases, runs),
-        "calls": len(runs),
-    }
+        m["speedup_time_to_tool_vs_constrained"] = (
+            base["time_to_tool_ms"] / m["time_to_tool_ms"] if base else None
+        )
+        m["speedup_total_vs_constrained"] = base["total_ms"] / m["total_ms"] if base else None
+        m["passes_vs_constrained"] = m["decode_passes"] / base["decode_passes"] if base else None
+    out: dict[str, Any] = {"modes": modes, "calls": len(runs)}
+    if tuple(chosen) == MODES:
+        out["forecast"] = _forecast_summary(cases, runs)
+    if base:
+        out["by_arguments"] = _by_arguments(cases, runs, chosen)
+    if {"jump", "lossless"} <= set(chosen):
+        out["lossless_equals_jump"] = sum(r["lossless"].tokens == r["jump"].tokens for r in runs)
+        out["lossless_differs"] = _differences(cases, runs)
+    return out
 
 
 def _ceiling(runs: Sequence[dict[str, CallResult]], costs: CostTable) -> dict[str, float]:
@@ -233,7 +245,7 @@ def _forecast_summary(
 
 
 def _by_arguments(
-    cases: Sequence[BfclCase], runs: Sequence[dict[str, CallResult]]
+    cases: Sequence[BfclCase], runs: Sequence[dict[str, CallResult]], modes: Sequence[str] = MODES
 ) -> dict[str, dict[str, float]]:
     """Time-to-tool speedup over `constrained` per number of arguments in the expected
     calls (`n_args`, what the sample is spread over; "6+" pools the larger ones)."""
@@ -248,7 +260,7 @@ def _by_arguments(
             return geomean([r[mode].stats.time_to_tool_ms or r[mode].stats.total_ms for r in rows])
 
         base = ttt("constrained")
-        out[key] = {"calls": len(rows), **{m: base / ttt(m) for m in MODES}}
+        out[key] = {"calls": len(rows), **{m: base / ttt(m) for m in modes}}
     return out
 
 
@@ -296,8 +308,12 @@ def bench_fastpath(
     calls: Annotated[int, typer.Option("--calls", min=1, help="BFCL cases sampled.")] = 100,
     seed: Annotated[int, typer.Option("--seed")] = 0,
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=1)] = 256,
+    modes: Annotated[
+        str, typer.Option("--modes", help=f"Comma-separated subset of {', '.join(MODES)}.")
+    ] = ",".join(MODES),
 ) -> None:
     """The five decoding modes on BFCL v4 (simple, multiple, parallel, parallel_multiple)."""
+    chosen = _chosen_modes(modes)
     cases = sample_cases(CATEGORIES, calls, seed=seed)
     console = Console(highlight=False, stderr=True)
     runs: list[dict[str, CallResult]] = []
@@ -308,13 +324,14 @@ def bench_fastpath(
             with console.status("") as status:
                 for i, case in enumerate(cases):
                     status.update(f"BFCL case {i + 1}/{len(cases)} ({case.id})")
-                    runs.append(_run_case(engine, baseline, case, i, max_tokens, memory))
+                    runs.append(_run_case(engine, baseline, case, i, max_tokens, memory, chosen))
         finally:
             baseline.close()
         name = engine.model_name
         costs = engine_costs(engine)
-    summary = _summary(cases, runs)
-    summary["ceiling"] = _ceiling(runs, costs)
+    summary = _summary(cases, runs, chosen)
+    if "jump" in chosen:
+        summary["ceiling"] = _ceiling(runs, costs)
     report = {
         "benchmark": "fastpath",
         "model": name,
@@ -322,12 +339,28 @@ def bench_fastpath(
         "categories": CATEGORIES,
         "cases": [c.id for c in cases],
         **summary,
-        "memory": _memory_summary(memory),
+        "memory": _memory_summary(memory, chosen),
     }
     json_out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    if plot is not None:
+    if plot is not None and "by_arguments" in summary:
         _plot(summary, plot, f"{name}: {len(cases)} BFCL calls")
     _print({**summary, "memory": report["memory"]}, Console(highlight=False))
+
+
+def _chosen_modes(text: str) -> tuple[str, ...]:
+    """The modes of ``--modes``, in the order of `MODES` (all five when all are named)."""
+    names = {n.strip() for n in text.split(",") if n.strip()}
+    unknown = sorted(names - set(MODES))
+    if unknown or not names:
+        raise typer.BadParameter(
+            f"unknown mode {unknown[0] if unknown else '(none)'}; choose from {', '.join(MODES)}",
+            param_hint="--modes",
+        )
+    return tuple(m for m in MODES if m in names)
+
+
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"x{value:.2f}"
 
 
 def _print(summary: dict[str, Any], console: Console) -> None:
@@ -342,18 +375,22 @@ def _print(summary: dict[str, Any], console: Console) -> None:
             mode,
             f"{m['time_to_tool_ms']:.0f}",
             f"{m['total_ms']:.0f}",
-            f"x{m['speedup_time_to_tool_vs_constrained']:.2f}",
+            _x(m["speedup_time_to_tool_vs_constrained"]),
             f"{m['decode_passes']:.1f}",
             f"{m['correct']:.0%}",
-            f"{m['agree_with_constrained']:.0%}",
+            "-" if m["agree_with_constrained"] is None else f"{m['agree_with_constrained']:.0%}",
             f"{peak['peak_mb']:.0f} ({peak['peak_vs_constrained_mb']:+.1f})" if peak else "-",
         )
     console.print(table)
-    console.print(f"lossless == jump on {summary['lossless_equals_jump']}/{summary['calls']} calls")
-    for d in summary["lossless_differs"]:
+    if "lossless_equals_jump" in summary:
+        equal = summary["lossless_equals_jump"]
+        console.print(f"lossless == jump on {equal}/{summary['calls']} calls")
+    for d in summary.get("lossless_differs", []):
         why = "after a logged drift tie" if d["explained_by_drift_tie"] else "UNEXPLAINED"
         console.print(f"  {d['case']}: parts at token {d['first_difference']}, {why}")
-    cap = summary["ceiling"]
+    cap = summary.get("ceiling")
+    if cap is None:
+        return
     console.print(
         f"cost model: {cap['chosen_share']:.0%} of tokens chosen by the model, a prefilled "
         f"token costs {cap['prefill_ratio']:.2f} step, a value token in parallel "
@@ -362,11 +399,12 @@ def _print(summary: dict[str, Any], console: Console) -> None:
         f"x{cap['bound_parallel_values']:.2f} with parallel values, "
         f"x{cap['bound_all_drafted']:.2f} with every token drafted and accepted"
     )
-    phases = summary["modes"]["fast"]["mean_phases_ms"]
-    console.print(
-        "fast, mean ms per call: "
-        + ", ".join(f"{k} {v:.0f}" for k, v in phases.items() if k != "time_to_final_call")
-    )
+    phases = summary["modes"].get("fast", {}).get("mean_phases_ms", {})
+    if phases:
+        console.print(
+            "fast, mean ms per call: "
+            + ", ".join(f"{k} {v:.0f}" for k, v in phases.items() if k != "time_to_final_call")
+        )
     for group, f in summary.get("forecast", {}).items():
         console.print(
             f"forecasts ({group}, {f['calls']} calls): lossless x{f['speedup_total']:.2f} total "

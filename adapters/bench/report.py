@@ -168,6 +168,9 @@ def render_fastpath(doc: Doc) -> list[str]:
         f"`lossless` equals `jump` token for token on {doc['lossless_equals_jump']}/"
         f"{doc['calls']} calls.",
     ]
+    for d in doc.get("lossless_differs") or ():
+        why = "after a logged drift tie" if d["explained_by_drift_tie"] else "**unexplained**"
+        out.append(f"- {d['case']}: parts from `jump` at token {d['first_difference']}, {why}.")
     phases = {
         k: v
         for k, v in doc["modes"].get("fast", {}).get("mean_phases_ms", {}).items()

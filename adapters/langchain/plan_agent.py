@@ -110,7 +110,11 @@ class PlanOutAgent:
     """Answer requests with plan-out rounds over `tools` on `model`.
 
     ``consent`` decides every call of a tool that is not read-only (None: all denied,
-    with `NO_CONSENT` as their observation).
+    with `NO_CONSENT` as their observation). ``exspec=True`` drafts the Planner's and
+    the Arbiter's tokens from the worked examples (ExSpec; same output, greedy). It is
+    off by default: on the every-core engine a draft is taken from a batched row only
+    where it leads by more than twice the logit bound, and on small models the passes
+    that decides cost more than they save (docs/architecture.md, "ExSpec").
     """
 
     def __init__(
@@ -124,6 +128,7 @@ class PlanOutAgent:
         tool_timeout: float = 30.0,
         observer: Observer | None = None,
         consent: ConsentPolicy | None = None,
+        exspec: bool = False,
     ) -> None:
         if not tools:
             raise ValueError("the plan-out agent needs at least one tool")
@@ -139,16 +144,13 @@ class PlanOutAgent:
         self._arbiter_kwargs: dict[str, Any] = {}
         if isinstance(model, ChatToolweave):  # grammars keep a tiny model's output well formed
             specs = list(self.specs.values())
-            # ExSpec drafts from the worked examples each prompt shows (Agent-X); the
-            # output stays the greedy one, so this only changes how fast it is decoded.
-            self._plan_kwargs = {
-                "grammar": plan_grammar(specs, max_tasks=max_tasks),
-                "exspec": [f"{q}\n{plan}" for q, plan in self.examples],
-            }
-            self._arbiter_kwargs = {
-                "grammar": arbiter_grammar(),
-                "exspec": [f"{q}\n{answer}" for q, answer in ARBITER_EXAMPLES],
-            }
+            self._plan_kwargs = {"grammar": plan_grammar(specs, max_tasks=max_tasks)}
+            self._arbiter_kwargs = {"grammar": arbiter_grammar()}
+            if exspec:
+                # ExSpec drafts from the worked examples each prompt shows (Agent-X); the
+                # output stays the greedy one, so this only changes how fast it is decoded.
+                self._plan_kwargs["exspec"] = [f"{q}\n{plan}" for q, plan in self.examples]
+                self._arbiter_kwargs["exspec"] = [f"{q}\n{a}" for q, a in ARBITER_EXAMPLES]
 
     # ------------------------------------------------------------ public
     @property

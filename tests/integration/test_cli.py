@@ -125,3 +125,18 @@ def test_bench_fastpath_writes_report_and_plot(tmp_path: Path) -> None:
     assert set(report["modes"]) == {"grammar", "constrained", "jump", "fast", "lossless"}
     assert report["lossless_equals_jump"] == 2
     assert png.stat().st_size > 0
+
+
+def test_bench_fastpath_runs_a_subset_of_modes(tmp_path: Path) -> None:
+    out = tmp_path / "check.json"
+    args = ("bench", "fastpath", "--json", out, "--calls", "2", "--modes", "lossless,jump")
+    proc = toolweave(*args, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert list(report["modes"]) == ["jump", "lossless"]  # in the order of MODES
+    assert report["lossless_equals_jump"] + len(report["lossless_differs"]) == 2
+    assert report["modes"]["jump"]["speedup_time_to_tool_vs_constrained"] is None
+    assert "forecast" not in report and "by_arguments" not in report
+
+    bad = toolweave("bench", "fastpath", "--json", out, "--modes", "jump,turbo")
+    assert bad.returncode == 2 and "unknown mode turbo" in bad.stderr

@@ -112,7 +112,8 @@ def test_exspec_drafts_change_speed_not_the_planner_or_arbiter_output(
     weather_hub: MCPHub,
 ) -> None:
     model = ChatToolweave(max_tokens=256)
-    agent = PlanOutAgent(model, weather_hub.tools, examples=plan_examples())
+    assert "exspec" not in PlanOutAgent(model, weather_hub.tools).planner_kwargs  # default off
+    agent = PlanOutAgent(model, weather_hub.tools, examples=plan_examples(), exspec=True)
     assert agent.planner_kwargs["exspec"] and agent.arbiter_kwargs["exspec"]
     result = agent.run("What's the weather in Paris and the forecast for Rome?")
     plain = ChatToolweave(max_tokens=256, reuse_prompt_cache=False)
