@@ -57,6 +57,17 @@ def test_call_json_prints_a_valid_call(tools_file: Path) -> None:
     specs[call["name"]].validate_call(call["arguments"])
 
 
+def test_call_samples_with_a_seed(tools_file: Path) -> None:
+    args = ("call", "--tools", tools_file, "--query", "What's the weather in Paris?", "--json")
+    sampled = [*args, "--temperature", "1.5", "--top-k", "8", "--seed", "3"]
+    first, again = toolweave(*sampled), toolweave(*sampled)
+    assert first.returncode == 0 and again.returncode == 0, first.stderr + again.stderr
+    a, b = json.loads(first.stdout), json.loads(again.stdout)
+    assert a["calls"] == b["calls"] and len(a["calls"]) == 1  # same seed, same call
+    specs = {t.name: t for t in load_tools_file(tools_file)}
+    specs[a["calls"][0]["name"]].validate_call(a["calls"][0]["arguments"])
+
+
 def test_call_prints_call_and_stats(tools_file: Path) -> None:
     proc = toolweave(
         "call", "--tools", tools_file, "--query", "Start a timer for 5 minutes", "--mode", "jump"
@@ -89,6 +100,7 @@ def bad_inputs(tmp: Path, tools_file: Path) -> dict[str, list[str | Path]]:
         "model is a directory": ["call", *ok, "--model", tmp],
         "unknown format": ["call", *ok, "--format", "xml"],
         "negative max calls": ["call", *ok, "--max-calls", "-1"],
+        "top_p above 1": ["call", *ok, "--temperature", "0.7", "--top-p", "2"],
         "missing query": ["call", "--tools", tools_file],
         "unknown command": ["frobnicate"],
     }
