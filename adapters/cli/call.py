@@ -51,6 +51,15 @@ TopKOption = Annotated[int, typer.Option("--top-k", help="Sample among the K lik
 SeedOption = Annotated[
     int | None, typer.Option("--seed", help="Sampler seed: the same seed, the same answer.")
 ]
+#: `--cache-limit` of the commands that save prompt states.
+CacheLimitOption = Annotated[
+    str | None,
+    typer.Option(
+        "--cache-limit",
+        help="Disk limit of all saved states, e.g. 2GiB or none "
+        "(default: $TOOLWEAVE_CACHE_LIMIT, else 4GiB).",
+    ),
+]
 
 
 def cli_sampling(temperature: float, top_p: float, top_k: int, seed: int | None) -> Sampling:
@@ -113,14 +122,7 @@ def call(
             "[default: <cache root>/prompt-states].",
         ),
     ] = None,
-    cache_limit: Annotated[
-        str | None,
-        typer.Option(
-            "--cache-limit",
-            help="Disk limit of all saved states, e.g. 2GiB or none "
-            "[default: $TOOLWEAVE_CACHE_LIMIT, else 4GiB].",
-        ),
-    ] = None,
+    cache_limit: CacheLimitOption = None,
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Prefill the prompt from scratch, save nothing.")
     ] = False,

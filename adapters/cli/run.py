@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from toolweave.adapters.cli.call import (
+    CacheLimitOption,
     SeedOption,
     TemperatureOption,
     TopKOption,
@@ -134,14 +135,7 @@ def run(
             "[default: <cache root>/prompt-states].",
         ),
     ] = None,
-    cache_limit: Annotated[
-        str | None,
-        typer.Option(
-            "--cache-limit",
-            help="Disk limit of all saved states, e.g. 2GiB or none "
-            "[default: $TOOLWEAVE_CACHE_LIMIT, else 4GiB].",
-        ),
-    ] = None,
+    cache_limit: CacheLimitOption = None,
     no_prompt_cache: Annotated[
         bool, typer.Option("--no-prompt-cache", help="Prefill every prompt from scratch.")
     ] = False,
