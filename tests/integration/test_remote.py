@@ -209,6 +209,10 @@ def test_run_command_react_agent_on_the_remote_model(spec: str, tmp_path: Path) 
         (["--model", "openai:127.0.0.1:8000/v1"], "no scheme"),
         (["--model", "openai:http://127.0.0.1:PORT/v1"], "connection refused"),
         (["--model", "openai:http://127.0.0.1:PORT/v1", "--compare"], "--compare cannot"),
+        (
+            ["--model", "openai:http://127.0.0.1:PORT/v1", "--temperature", "0.7"],
+            "--temperature cannot be used with a remote model",
+        ),
         (["--remote-model", "m"], "needs a remote model"),
     ],
 )
