@@ -13,7 +13,6 @@ import time
 from collections.abc import Iterator, Sequence
 
 import numpy as np
-from numpy.typing import NDArray
 
 from toolweave.events import CallEvent
 from toolweave.native.constraints import TokenMatcher, vocabulary_for
@@ -103,11 +102,6 @@ def generate_text(
     yield text_done(
         pre, prompt, tokens, text, reason, passes, prefill_passes, total_ms, t_first, mode
     )
-
-
-def greedy_token(matcher: TokenMatcher | None, logits: NDArray[np.float32]) -> int:
-    """The greedy token, among the grammar's allowed ones when there is a grammar."""
-    return matcher.best(logits) if matcher is not None else int(np.argmax(logits))
 
 
 def text_done(
