@@ -41,7 +41,8 @@ class CallStats:
     `cached_tokens` are prompt tokens whose KV state was reused from an earlier request.
     `logit_bound` is how far a batched row may sit from a serial step on this engine
     (None when nothing was verified); `near_ties` are the verified positions it left to
-    the reference path.
+    the reference path. `forecast_*` count forecast draft tokens verified and accepted;
+    `session_*` the part of them drafted from the session's earlier messages.
     """
 
     forward_passes: int = 0
@@ -59,6 +60,8 @@ class CallStats:
     accepted_tokens: int = 0
     forecast_drafted_tokens: int = 0
     forecast_accepted_tokens: int = 0
+    session_drafted_tokens: int = 0
+    session_accepted_tokens: int = 0
     logit_bound: float | None = None
     near_ties: tuple[NearTie, ...] = ()
 

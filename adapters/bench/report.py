@@ -1,7 +1,7 @@
 """REPORT.md of `toolweave bench all`: per suite what it measures, its figures, its plot.
 
 Figures are read from each suite's JSON (the layouts written by `toolweave bench
-engine`, `fastpath`, `serving` and `pipeline`) and shown as Markdown tables. A JSON that
+engine`, `fastpath`, `serving`, `pipeline` and `session`) and shown as Markdown tables. A JSON that
 is missing or does not have the expected layout is reported in its section, never
 raised: the other suites' sections are still written.
 """
@@ -28,6 +28,7 @@ __all__ = [
     "render_fastpath",
     "render_pipeline",
     "render_serving",
+    "render_session",
     "write_report",
 ]
 
@@ -283,6 +284,47 @@ def render_pipeline(doc: Doc) -> list[str]:
         out.append(
             f"n-gram table: built in {ngram['build_ms']:.2f} ms, {ngram['entries']:.0f} entries."
         )
+    return out
+
+
+def render_session(doc: Doc) -> list[str]:
+    convs = doc["conversations"]
+    out = [
+        f"{len(convs)} sessions of {doc['turns']} turns on {_model(doc)} "
+        f"(llama-cpp-python on {doc['llama_threads']} threads); medians of the latencies, "
+        "means of the counts; session drafts accepted/verified tokens:"
+    ]
+    headers = ["config", "turns", "1st tool ms", "turn ms", "prefilled", "decode passes"]
+    headers += ["same calls as constrained", "session drafts", "errors"]
+    for phase, rows in doc["summary"].items():
+        table = [
+            [
+                name,
+                m["turns"],
+                m["first_tool_ms_median"],
+                m["turn_ms_median"],
+                m["prefilled_tokens_mean"],
+                m["decode_passes_mean"],
+                "-"
+                if m["same_calls_as_constrained"] is None
+                else f"{m['same_calls_as_constrained']}/{m['turns']}",
+                f"{m['session_accepted']}/{m['session_drafted']}" if m["session_drafted"] else "-",
+                m["errors"],
+            ]
+            for name, m in rows.items()
+        ]
+        out += [f"{phase.replace('_', ' ')}:", md_table(headers, table)]
+    ratio_rows = [
+        [phase, key, f"x{value:.2f}"]
+        for phase, values in doc.get("ratios", {}).items()
+        for key, value in values.items()
+        if value is not None
+    ]
+    if ratio_rows:
+        out += [
+            "Ratios (how many times faster or fewer):",
+            md_table(["phase", "metric", "ratio"], ratio_rows),
+        ]
     return out
 
 

@@ -13,7 +13,9 @@ the same model, interleaved per turn in one process (`session_models`):
   (an oracle the others do without);
 - ``grammar``: llama-cpp-python's `create_chat_completion` under the tools' JSON schema;
 - ``constrained``: `ChatToolweave(mode="constrained")`, no state reuse;
-- ``toolweave``: `ChatToolweave` as shipped (``lossless``, saved prompt states).
+- ``toolweave``: `ChatToolweave` as shipped (``lossless``, saved prompt states, drafts
+  from the session's earlier calls and results);
+- ``no_session_drafts``: the same without the session drafts (what they add).
 
 Every configuration follows the same turn: the model must call a tool after the user's
 message, then answers in text after the tool results. Per turn: time to the first tool
@@ -46,9 +48,9 @@ from toolweave.adapters.bench.session_run import Conversation, conversations
 from toolweave.errors import ToolweaveError
 from toolweave.models import MODELS, resolve_model
 
-__all__ = ["bench_session", "run_configs", "summarize"]
+__all__ = ["bench_session", "ratios", "run_configs", "summarize"]
 
-CONFIG_NAMES = ("chat_llama_cpp", "grammar", "constrained", "toolweave")
+CONFIG_NAMES = ("chat_llama_cpp", "grammar", "constrained", "toolweave", "no_session_drafts")
 #: Longest a new-process run of one configuration may take, per turn.
 _WORKER_S_PER_TURN = 300.0
 
@@ -138,8 +140,10 @@ def _median(values: Sequence[float]) -> float | None:
 
 
 def summarize(records: Sequence[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
-    """Per phase and configuration: medians of the latencies, means of the counts, and
-    on how many turns the calls equal those of ``constrained`` in the same phase."""
+    """Per phase and configuration: medians of the latencies, means of the counts, on
+    how many turns the calls equal those of ``constrained`` in the same phase, the
+    session drafts' acceptance, and the same latencies and passes on later turns (the
+    second turn on, where a session has a past to draft from)."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
     ref = {
         (r["phase"], r["conversation"], r["turn"]): r["calls"]
@@ -151,9 +155,12 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, dict[str, dict[str
         out[phase] = {}
         for name in dict.fromkeys(r["config"] for r in rows):
             mine = [r for r in rows if r["config"] == name]
+            later = [r for r in mine if r["turn"] > 0]
             keys = [(phase, r["conversation"], r["turn"]) for r in mine]
             same = [r["calls"] == ref[k] for r, k in zip(mine, keys, strict=True) if k in ref]
             firsts = [r["first_tool_ms"] for r in mine if r["first_tool_ms"] is not None]
+            drafted = sum(r.get("session_drafted", 0) for r in mine)
+            accepted = sum(r.get("session_accepted", 0) for r in mine)
             out[phase][name] = {
                 "turns": len(mine),
                 "turn_ms_median": _median([r["turn_ms"] for r in mine]),
@@ -163,7 +170,45 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, dict[str, dict[str
                 "decode_passes_mean": statistics.fmean(r["decode_passes"] for r in mine),
                 "errors": sum(1 for r in mine if r["error"]),
                 "same_calls_as_constrained": sum(same) if same else None,
+                "session_drafted": drafted,
+                "session_accepted": accepted,
+                "session_acceptance": accepted / drafted if drafted else None,
+                "later_turns": len(later),
+                "later_first_tool_ms_median": _median(
+                    [r["first_tool_ms"] for r in later if r["first_tool_ms"] is not None]
+                ),
+                "later_decode_passes_mean": statistics.fmean(r["decode_passes"] for r in later)
+                if later
+                else None,
             }
+    return out
+
+
+def _ratio(num: float | None, den: float | None) -> float | None:
+    return num / den if num is not None and den else None
+
+
+def ratios(summary: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, float | None]]:
+    """Per phase: ChatToolweave as shipped against `ChatLlamaCpp` in time to the first
+    tool start and turn latency (how many times faster), and what the session drafts
+    add on later turns (``no_session_drafts`` over ``toolweave``)."""
+    out: dict[str, dict[str, float | None]] = {}
+    for phase, rows in summary.items():
+        tw = rows.get("toolweave", {})
+        base = rows.get("chat_llama_cpp", {})
+        bare = rows.get("no_session_drafts", {})
+        out[phase] = {
+            "first_tool_vs_chat_llama_cpp": _ratio(
+                base.get("first_tool_ms_median"), tw.get("first_tool_ms_median")
+            ),
+            "turn_vs_chat_llama_cpp": _ratio(base.get("turn_ms_median"), tw.get("turn_ms_median")),
+            "session_drafts_later_first_tool": _ratio(
+                bare.get("later_first_tool_ms_median"), tw.get("later_first_tool_ms_median")
+            ),
+            "session_drafts_later_decode_passes": _ratio(
+                bare.get("later_decode_passes_mean"), tw.get("later_decode_passes_mean")
+            ),
+        }
     return out
 
 
@@ -181,9 +226,11 @@ def _print(report: dict[str, Any], console: Console) -> None:
         for col in ("config", "turns", "1st tool", "turn", "prefilled", "decode passes"):
             table.add_column(col, justify="left" if col == "config" else "right")
         table.add_column("same calls as constrained", justify="right")
+        table.add_column("session drafts accepted", justify="right")
         table.add_column("errors", justify="right")
         for name, m in rows.items():
             same = m["same_calls_as_constrained"]
+            drafted = m.get("session_drafted", 0)
             table.add_row(
                 name,
                 str(m["turns"]),
@@ -192,9 +239,14 @@ def _print(report: dict[str, Any], console: Console) -> None:
                 _fmt(m["prefilled_tokens_mean"]),
                 _fmt(m["decode_passes_mean"]),
                 "-" if same is None else f"{same}/{m['turns']}",
+                f"{m['session_accepted']}/{drafted}" if drafted else "-",
                 str(m["errors"]),
             )
         console.print(table)
+        r = report.get("ratios", {}).get(phase, {})
+        shown = {k: f"x{v:.2f}" for k, v in r.items() if v is not None}
+        if shown:
+            console.print("  " + ", ".join(f"{k} {v}" for k, v in shown.items()))
 
 
 def _plot(report: dict[str, Any], path: Path) -> None:
@@ -300,6 +352,7 @@ def bench_session(
     finally:
         if state_dir is None:
             shutil.rmtree(root, ignore_errors=True)
+    summary = summarize(records)
     report = {
         "benchmark": "session",
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -313,7 +366,8 @@ def bench_session(
         "thread_sweep_ms": sweep,
         "startup": startup,
         "load_average": {"before": load_before, "after": os.getloadavg()},
-        "summary": summarize(records),
+        "summary": summary,
+        "ratios": ratios(summary),
         "records": records,
     }
     json_out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

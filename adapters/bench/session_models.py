@@ -5,7 +5,10 @@
 - ``grammar``: llama-cpp-python's `create_chat_completion` under the JSON schema of the
   tools (`GrammarChat`), on toolweave's tool prompt;
 - ``constrained``: `ChatToolweave(mode="constrained")` with no state reuse;
-- ``toolweave``: `ChatToolweave` as shipped (mode ``lossless``, saved prompt states).
+- ``toolweave``: `ChatToolweave` as shipped (mode ``lossless``, saved prompt states,
+  session drafts);
+- ``no_session_drafts``: the same without drafts from the session's past, to measure
+  what those add on later turns.
 
 `TurnPolicy` is the same agent policy for all of them: the model call after the user's
 message must call a tool, the call after the tool results answers in text. Every config
@@ -40,20 +43,22 @@ from toolweave.toolspec import ToolSpec
 
 __all__ = ["CONFIGS", "GrammarChat", "SessionConfig", "TurnPolicy", "make_config"]
 
-CONFIGS = ("chat_llama_cpp", "grammar", "constrained", "toolweave")
+CONFIGS = ("chat_llama_cpp", "grammar", "constrained", "toolweave", "no_session_drafts")
 
 
 @dataclass
 class SessionConfig:
     """One configuration: its chat model, its running totals (prompt tokens prefilled,
     decode passes) and whether a forced call must name its tool (`ChatLlamaCpp` takes
-    only a tool name as ``tool_choice``)."""
+    only a tool name as ``tool_choice``); `drafts` gives running totals of session-draft
+    tokens verified and accepted (zero where there are none)."""
 
     name: str
     chat: BaseChatModel
     totals: Callable[[], tuple[int, int]]
     names_tool: bool = False
     close: Callable[[], None] = field(default=lambda: None)
+    drafts: Callable[[], tuple[int, int]] = field(default=lambda: (0, 0))
 
 
 class _Meter:
@@ -62,6 +67,8 @@ class _Meter:
     def __init__(self) -> None:
         self.prefilled = 0
         self.decode_passes = 0
+        self.session_drafted = 0
+        self.session_accepted = 0
         self._restored: PromptCacheEvent | None = None
 
     def __call__(self, event: object) -> None:
@@ -76,9 +83,14 @@ class _Meter:
             else:
                 self.prefilled += s.prompt_tokens - s.cached_tokens
             self.decode_passes += s.decode_passes
+            self.session_drafted += s.session_drafted_tokens
+            self.session_accepted += s.session_accepted_tokens
 
     def totals(self) -> tuple[int, int]:
         return self.prefilled, self.decode_passes
+
+    def drafts(self) -> tuple[int, int]:
+        return self.session_drafted, self.session_accepted
 
 
 class GrammarChat(BaseChatModel):
@@ -200,7 +212,7 @@ def make_config(
             observer=meter,
         )
         return SessionConfig(name, tw, meter.totals)
-    if name == "toolweave":
+    if name in ("toolweave", "no_session_drafts"):
         # Its defaults; the default store's settings, in the bench's directory.
         store = StateStore(state_dir / name)
         tw = ChatToolweave(
@@ -209,6 +221,7 @@ def make_config(
             max_tokens=max_tokens,
             state_store=store,
             observer=meter,
+            session_drafts=name == "toolweave",
         )
-        return SessionConfig(name, tw, meter.totals, close=store.close)
+        return SessionConfig(name, tw, meter.totals, close=store.close, drafts=meter.drafts)
     raise ValueError(f"unknown configuration {name!r} (known: {', '.join(CONFIGS)})")

@@ -161,6 +161,7 @@ def _turn(
 ) -> tuple[dict[str, Any], list[BaseMessage]]:
     clock = _ToolClock()
     prefilled0, passes0 = cfg.totals()
+    drafted0, accepted0 = cfg.drafts()
     start = len(history) + 1
     error = None
     t0 = time.perf_counter()
@@ -175,6 +176,7 @@ def _turn(
         messages = [*history, HumanMessage(query)]
     turn_ms = (time.perf_counter() - t0) * 1000
     prefilled1, passes1 = cfg.totals()
+    drafted1, accepted1 = cfg.drafts()
     new = [m for m in messages[start:] if isinstance(m, AIMessage)]
     calls = [{"name": c["name"], "arguments": c["args"]} for m in new for c in m.tool_calls]
     answer = next((m.content for m in reversed(new) if isinstance(m.content, str)), "")
@@ -183,6 +185,8 @@ def _turn(
         "first_tool_ms": None if clock.first is None else (clock.first - t0) * 1000,
         "prefilled_tokens": prefilled1 - prefilled0,
         "decode_passes": passes1 - passes0,
+        "session_drafted": drafted1 - drafted0,
+        "session_accepted": accepted1 - accepted0,
         "model_calls": len(new),
         "calls": calls,
         "answer": str(answer)[:_ANSWER_CHARS],

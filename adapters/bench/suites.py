@@ -39,6 +39,7 @@ from toolweave.adapters.bench.report import (
     render_fastpath,
     render_pipeline,
     render_serving,
+    render_session,
     write_report,
 )
 from toolweave.errors import ToolweaveError
@@ -95,6 +96,20 @@ SUITES: dict[str, Suite] = {
             ("--requests", "24", "--cache-limit", "8GiB"),
             1500.0,  # 2-core Xeon: ~20 min with the prefix states on disk, more to build them
             render_pipeline,
+        ),
+        Suite(
+            "session",
+            "LangChain agent sessions",
+            "Multi-turn `create_agent` sessions (BFCL multi-turn conversations run by BFCL's "
+            "own classes) in five configurations interleaved per turn: langchain-community's "
+            "`ChatLlamaCpp` at its best thread count with its disk cache, llama-cpp-python's "
+            "grammar, `ChatToolweave` constrained without state reuse, `ChatToolweave` as "
+            "shipped and the same without session drafts; in a warm process and in a new "
+            "process over the states on disk: time to the first tool start, turn latency, "
+            "prompt tokens prefilled, decode passes, the session drafts' acceptance.",
+            ("--bfcl", "2", "--mcp", "0", "--turns", "3", "--max-tokens", "48", "--n-ctx", "2048"),
+            900.0,  # estimate until measured
+            render_session,
         ),
     )
 }

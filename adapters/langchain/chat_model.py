@@ -167,6 +167,9 @@ class ChatToolweave(BaseChatModel):
     #: 4 GiB); a `toolweave.native.states.store.StateStore`: that one; None or False: only
     #: the engine's live cache. Needs reuse_prompt_cache.
     state_store: Any = Field(default=DEFAULT_STORE, exclude=True)
+    #: In ``fast`` and ``lossless``, draft argument text from the conversation's earlier
+    #: calls, results and turns (verified like every draft: the calls are unchanged).
+    session_drafts: bool = True
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
@@ -338,6 +341,7 @@ class ChatToolweave(BaseChatModel):
                 max_tokens=self.max_tokens,
                 system=system,
                 chat_template=self.chat_template,
+                session_drafts=self.session_drafts,
             ),
         )
 

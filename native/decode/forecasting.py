@@ -1,10 +1,14 @@
 """Forecast drafts: what a response is expected to write next, in the decoder's tokens.
 
-Three sources, the first that has anything wins: the opening of the next call for the
+Four sources, the first that has anything wins: the opening of the next call for the
 tool `toolweave.drafting.forecast.CallForecast` ranks first (between calls); what
 followed the same tokens earlier in this response (a repeated call); what followed the
-same text in the request (a value being copied). A draft is only a guess: the response
-decoder verifies it (`toolweave.native.decode.verify`) before anything is committed.
+same text in the request (a value being copied); what followed it earlier in the
+session (`session_texts`: the conversation's earlier calls, results and turns, so an
+argument copied from an earlier tool result or call is drafted whole). Without a
+`CallForecast` only the session source drafts. A draft is only a guess: the response
+decoder verifies it (`toolweave.native.decode.verify`) before anything is committed,
+and each source's acceptance is learned apart (`forecast:<source>`).
 """
 
 from __future__ import annotations
@@ -104,8 +108,9 @@ class Forecaster:
         fmt: CallFormat,
         tools: Mapping[str, ToolSpec],
         heads: Mapping[str, str],
-        forecast: CallForecast,
+        forecast: CallForecast | None,
         request_text: str,
+        session_texts: Sequence[str] = (),
     ) -> None:
         self.engine = engine
         self.fmt = fmt
@@ -113,6 +118,8 @@ class Forecaster:
         self.heads = heads
         self.forecast = forecast
         self.request_text = request_text
+        # Latest first: `continuation` searches the sources in order.
+        self.session_texts = tuple(reversed(session_texts))
 
     def draft(
         self,
@@ -128,6 +135,8 @@ class Forecaster:
     ) -> ForecastDraft:
         """The draft expected after the response's `text` (its `tokens`, the current call
         starting at `call_start`; `in_call` once its tool is known, `calls` finished)."""
+        if self.forecast is None:
+            return self._session(matcher, text, in_call, budget)
         if not in_call:
             raw = text[call_start:]
             sep = self.fmt.separator if calls else ""
@@ -144,6 +153,18 @@ class Forecaster:
         if own:
             return ("repeat", *grammar_prefix(matcher, own))
         rest = continuation((self.request_text,), text)
+        if rest:
+            return ("request", *text_draft(self.engine, matcher, rest, budget))
+        return self._session(matcher, text, in_call, budget)
+
+    def _session(
+        self, matcher: TokenMatcher, text: str, in_call: bool, budget: int
+    ) -> ForecastDraft:
+        """What followed the response's latest text earlier in the session (inside a
+        call only: between calls the grammar forces most of what comes)."""
+        if not in_call or not self.session_texts:
+            return "session", [], []
+        rest = continuation(self.session_texts, text)
         if not rest:
-            return "request", [], []
-        return ("request", *text_draft(self.engine, matcher, rest, budget))
+            return "session", [], []
+        return ("session", *text_draft(self.engine, matcher, rest, budget))

@@ -80,6 +80,8 @@ class DecodeTotals:
     accepted: int = 0
     forecast_drafted: int = 0
     forecast_accepted: int = 0
+    session_drafted: int = 0
+    session_accepted: int = 0
     finish_reason: str = "stop"
     fallbacks: list[str] = field(default_factory=list)
     value_lengths: list[int] = field(default_factory=list)
@@ -114,12 +116,14 @@ def _parallel_pays(spec: ToolSpec, n: int) -> bool:
 class ResponseStart:
     """Where a response begins: sequence `seq` holds the `prompt_len`-token prompt and
     `logits` predict the first token; `request_text` is the user's words (forecasts
-    copy values from them)."""
+    copy values from them) and `session_texts` the session's earlier messages, oldest
+    first (session drafts copy from them)."""
 
     seq: int
     prompt_len: int
     logits: NDArray[np.float32]
     request_text: str = ""
+    session_texts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -189,10 +193,18 @@ class ResponseDecoder:
         self._heads = {name: self._head(name) for name in tools}
         # Forecasting: only where verification pays, per the engine's measured pass costs.
         self._forecaster: Forecaster | None = None
-        if plan.forecasts and spec.forecast is not None and spec.costs is not None:
+        # Session drafts need no ranking: they run wherever a session has a past.
+        drafts = spec.forecast is not None or bool(start.session_texts)
+        if plan.forecasts and drafts and spec.costs is not None:
             heads = {name: head for name, (head, _) in self._heads.items()}
             self._forecaster = Forecaster(
-                engine, fmt, tools, heads, spec.forecast, start.request_text
+                engine,
+                fmt,
+                tools,
+                heads,
+                spec.forecast,
+                start.request_text,
+                start.session_texts,
             )
         self._repeats = RepeatIndex()  # token pairs, for forecasts from this response itself
         self._kinds: list[str] = []  # per token: the phase its forward pass counts for
@@ -597,6 +609,9 @@ class ResponseDecoder:
         t0 = time.perf_counter()
         draft = draft[: tokens_through(extra)]
         accepted, _ = yield from self._verify_tokens(draft, forecast=True)
+        if source == "session":
+            self.totals.session_drafted += len(draft)
+            self.totals.session_accepted += accepted
         chosen = sum(1 for i in choices[1 : extra + 1] if i < accepted)
         record.rate = rate.observe(chosen, chosen < extra)
         self.totals.add_phase("forecast", (time.perf_counter() - t0) * 1000)
