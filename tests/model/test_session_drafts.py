@@ -38,8 +38,7 @@ SESSIONS = [
     (
         ToolCall("list_files", {"folder": "documents"}),
         {"files": ["quarterly_report_2026_final.txt", "meeting_notes_march.md"]},
-        "Your documents folder holds quarterly_report_2026_final.txt and "
-        "meeting_notes_march.md.",
+        "Your documents folder holds quarterly_report_2026_final.txt and meeting_notes_march.md.",
         "Read the quarterly report file for me.",
     ),
     (
