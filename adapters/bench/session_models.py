@@ -17,6 +17,7 @@ reports running totals of prompt tokens prefilled and decode passes.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -155,6 +156,19 @@ class GrammarChat(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=message)])
 
 
+def _with_call_text(message: Any) -> Any:
+    """An assistant message whose only content is its tool calls, with the calls written
+    as JSON text too: ChatLlamaCpp sends such a message's content as None, which chat
+    templates that add the content to a string (SmolLM2's, many others) cannot render."""
+    if not isinstance(message, AIMessage) or not message.tool_calls or message.content:
+        return message
+    text = json.dumps(
+        [{"name": c["name"], "arguments": c["args"]} for c in message.tool_calls],
+        ensure_ascii=False,
+    )
+    return message.model_copy(update={"content": text})
+
+
 class TurnPolicy(AgentMiddleware):
     """The same turn for every configuration: after the user's message the model must
     call a tool (named by `expected` where the model takes only a name), after the tool
@@ -168,10 +182,15 @@ class TurnPolicy(AgentMiddleware):
     def wrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
     ) -> ModelResponse:
+        if self.names_tool:
+            request = request.override(messages=[_with_call_text(m) for m in request.messages])
         last = request.messages[-1] if request.messages else None
         if isinstance(last, HumanMessage):
-            choice = self.expected() if self.names_tool else "any"
-            return handler(request.override(tool_choice=choice or "any"))
+            name = self.expected() if self.names_tool else None
+            # ChatLlamaCpp passes a bare name on to llama-cpp-python, which then ignores
+            # it and answers in text: only the OpenAI dict form forces the call.
+            choice: Any = {"type": "function", "function": {"name": name}} if name else "any"
+            return handler(request.override(tool_choice=choice))
         return handler(request.override(tools=[], tool_choice=None))
 
 

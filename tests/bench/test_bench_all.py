@@ -19,7 +19,7 @@ from toolweave.adapters.bench.report import Suite, md_table, write_report
 from toolweave.adapters.bench.suites import SUITES, TimeLeft, run_suites
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-NAMES = ("engine", "fastpath", "serving", "pipeline")
+NAMES = ("engine", "fastpath", "serving", "pipeline", "session")
 
 
 def toolweave(*args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -100,6 +100,7 @@ def test_a_results_file_with_another_layout_is_reported_not_raised(results: Path
         "fastpath": "ok",
         "serving": "bad results",
         "pipeline": "ok",
+        "session": "ok",
     }
     report = path.read_text()
     assert "serving.json does not have the expected layout (KeyError: 'disk_mb')" in report

@@ -1,5 +1,5 @@
 """`toolweave bench session` on a tiny session: one demo-server conversation of two turns
-on SmolLM2, the two ChatToolweave configurations and the grammar baseline."""
+on SmolLM2: two ChatToolweave configurations, the grammar baseline and ChatLlamaCpp."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ FIELDS = {
     "first_tool_ms",
     "prefilled_tokens",
     "decode_passes",
+    "session_drafted",
+    "session_accepted",
     "model_calls",
     "calls",
     "answer",
@@ -27,7 +29,7 @@ FIELDS = {
 
 def test_tiny_session(tmp_path: Path) -> None:
     convs = conversations(bfcl=0, mcp=1, turns=2, max_tools=4)
-    names = ["constrained", "toolweave", "grammar"]
+    names = ["constrained", "toolweave", "grammar", "chat_llama_cpp"]
     records, startup_s = run_configs(
         names,
         convs,
