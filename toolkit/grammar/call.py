@@ -6,6 +6,14 @@ order, then any optional ones in schema order. Argument values are compiled by
 `toolweave.grammar.value`, so every string, array and number is bounded. `value_grammar`
 is the grammar of one argument value, for decoders that write values one at a time.
 Building the text is pure; the matcher that runs it lives in `toolweave.native.constraints`.
+
+Besides the named JSON formats (`JSON_LAYOUTS`), a syntax read off a chat template
+(`toolweave.formats.SyntaxFormat`) has a call grammar when its arguments are one compact
+JSON object (layouts `json` and `named-json`, `SYNTAX_LAYOUTS`) and its markers are
+fixed text: the response's ``open``, calls joined by ``separator``, ``close``; each call
+``call_open`` + the call as the format writes it, the tool name fixed and the arguments
+object compiled as for the named formats + ``call_close`` (`syntax_grammar_gap` says why
+another syntax has none).
 """
 
 from __future__ import annotations
@@ -17,17 +25,21 @@ from typing import Any
 
 from toolweave.errors import ConstraintError
 from toolweave.formats import CallFormat
+from toolweave.formats.base import dump_json
+from toolweave.formats.syntax import CALL_ID, INDEX, CallSyntax, SyntaxFormat
 from toolweave.grammar.lexemes import Flavor, lark_literal
 from toolweave.grammar.value import MAX_ARRAY_ITEMS, MAX_STRING_CHARS, compile_value
-from toolweave.toolspec import ToolSpec
+from toolweave.toolspec import ToolCall, ToolSpec
 
 __all__ = [
     "JSON_LAYOUTS",
     "MAX_ARRAY_ITEMS",
     "MAX_STRING_CHARS",
+    "SYNTAX_LAYOUTS",
     "arguments_schema",
     "call_grammar",
     "lark_literal",
+    "syntax_grammar_gap",
     "value_grammar",
     "value_schema",
 ]
@@ -38,6 +50,12 @@ JSON_LAYOUTS: Mapping[str, tuple[str, str]] = {
     "json": ("name", "arguments"),
     "llama3": ("name", "parameters"),
 }
+
+#: Layouts of a detected `CallSyntax` the call grammar covers: arguments as one JSON object.
+SYNTAX_LAYOUTS: tuple[str, ...] = ("json", "named-json")
+
+#: The one argument of the call serialized to find the text around the arguments object.
+_SENTINEL = "__toolweave_arguments__"
 
 _COMPACT = {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
 
@@ -93,10 +111,70 @@ def _json_call_rule(fmt: CallFormat, spec: ToolSpec, args_rule: str) -> str:
     return f"{lark_literal(head)} {args_rule} {lark_literal('}')}"
 
 
+def syntax_grammar_gap(syntax: CallSyntax) -> str | None:
+    """Why `syntax` has no call grammar yet (None: it has one)."""
+    if syntax.layout not in SYNTAX_LAYOUTS:
+        return f"the {syntax.layout} call layout has no call grammar yet"
+    if syntax.arguments_as_string:
+        return "arguments written as a JSON string have no call grammar yet"
+    markers = (syntax.open, syntax.close, syntax.call_open, syntax.call_close)
+    markers += (syntax.separator, syntax.name_close)
+    if any(INDEX in m or CALL_ID in m for m in markers):
+        return "markers holding the call's index or id have no call grammar yet"
+    return None
+
+
+def _around_arguments(fmt: SyntaxFormat, name: str) -> tuple[str, str]:
+    """The text of one call of tool `name` before and after its arguments object (the
+    markers of the call included, those of the response not)."""
+    s = fmt.syntax
+    body = fmt.body(ToolCall(name, {_SENTINEL: 0}))
+    marker = dump_json({_SENTINEL: 0})
+    if body.count(marker) != 1:  # pragma: no cover - the arguments are written once
+        raise ConstraintError(f"cannot find the arguments in a {fmt.name} call of {name!r}")
+    i = body.index(marker)
+    return s.call_open + body[:i], body[i + len(marker) :] + s.call_close
+
+
+def _syntax_grammar(fmt: SyntaxFormat, tools: Sequence[ToolSpec], max_calls: int | None) -> str:
+    s = fmt.syntax
+    gap = syntax_grammar_gap(s)
+    if gap is not None:
+        raise ConstraintError(f"call syntax {fmt.name!r}: {gap}")
+    if not s.multiple:
+        max_calls = 1
+    sep = f"{lark_literal(s.separator)} " if s.separator else ""
+    calls = "call"
+    if max_calls is None:
+        calls = f"call ({sep}call)*"
+    elif max_calls > 1:
+        calls = f"call ({sep}call){{0,{max_calls - 1}}}"
+    opening = f"{lark_literal(s.open)} " if s.open else ""
+    closing = f" {lark_literal(s.close)}" if s.close else ""
+    lines = [f"start: {opening}{calls}{closing}"]
+    lines.append("call: " + " | ".join(f"t{i}" for i in range(len(tools))))
+    for i, spec in enumerate(tools):
+        params = _canonical_parameters(spec)
+        root, rules = compile_value(params, rule_prefix=f"a{i}", root=params)
+        head, tail = _around_arguments(fmt, spec.name)
+        pieces = [lark_literal(head)] if head else []
+        pieces.append(root)
+        if tail:
+            pieces.append(lark_literal(tail))
+        lines.append(f"t{i}: " + " ".join(pieces))
+        lines.extend(rules)
+    return "\n".join(lines) + "\n"
+
+
 def call_grammar(fmt: CallFormat, tools: Sequence[ToolSpec], *, max_calls: int | None = 1) -> str:
-    """Lark grammar of a response holding 1..max_calls calls (None: unbounded)."""
+    """Lark grammar of a response holding 1..max_calls calls (None: unbounded; a syntax
+    writing one call per message, one)."""
     if not tools:
         raise ConstraintError("a call grammar needs at least one tool")
+    if isinstance(fmt, SyntaxFormat):
+        if max_calls is not None and max_calls < 1:
+            raise ConstraintError("max_calls must be at least 1")
+        return _syntax_grammar(fmt, tools, max_calls)
     if fmt.name not in JSON_LAYOUTS:
         raise ConstraintError(
             f"format {fmt.name!r} has no call grammar yet; use one of {sorted(JSON_LAYOUTS)}"

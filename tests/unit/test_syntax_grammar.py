@@ -1,0 +1,209 @@
+"""The call grammar of syntaxes read off chat templates (layouts json and named-json).
+
+Checked with llguidance on a byte-level tokenizer (no model): a text is accepted when
+every byte is allowed and the matcher accepts after the last one. The templates are
+llama.cpp's (`tests/data/templates`, as in test_template_syntax.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import llguidance
+import pytest
+
+from toolweave.errors import ConstraintError
+from toolweave.formats import SyntaxFormat, get_format
+from toolweave.formats.detect import detect_call_format
+from toolweave.formats.syntax import CallSyntax
+from toolweave.grammar.call import SYNTAX_LAYOUTS, call_grammar, syntax_grammar_gap
+from toolweave.toolspec import ToolCall, ToolSpec
+
+TEMPLATES = Path(__file__).parents[1] / "data" / "templates"
+
+TOOLS = (
+    ToolSpec.from_dict(
+        {
+            "name": "set_light",
+            "description": "Set the light of a room.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "room": {"type": "string", "enum": ["kitchen", "bedroom", "hall"]},
+                    "level": {"type": "integer"},
+                    "label": {"type": "string", "maxLength": 12},
+                },
+                "required": ["room", "level"],
+            },
+        }
+    ),
+    ToolSpec.from_dict(
+        {
+            "name": "get_time",
+            "description": "The time in a city.",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string", "maxLength": 16}},
+                "required": ["city"],
+            },
+        }
+    ),
+    ToolSpec.from_dict(
+        {"name": "ping", "description": "No arguments.", "parameters": {"type": "object"}}
+    ),
+)
+CALLS = (
+    ToolCall("set_light", {"room": "kitchen", "level": 3}),
+    ToolCall("set_light", {"room": "hall", "level": -12, "label": 'Zürich "x"'}),
+    ToolCall("get_time", {"city": "Paris"}),
+    ToolCall("ping", {}),
+)
+
+#: One template per family whose syntax now has a call grammar, and its layout.
+SUPPORTED = {
+    "mistralai-Mistral-Nemo-Instruct-2407.jinja": "json",
+    "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja": "json",
+    "Cohere2MoE.jinja": "json",
+    "CohereForAI-c4ai-command-r-plus-tool_use.jinja": "json",
+    "llama-cpp-microsoft-Phi-4-mini-instruct.jinja": "json",
+    "llama-cpp-ibm-granite-granite-3.3-2B-Instruct.jinja": "json",
+    "llama-cpp-lfm2.jinja": "json",
+    "NVIDIA-Nemotron-Nano-v2.jinja": "json",
+    "Apriel-1.6-15b-Thinker-fixed.jinja": "json",
+    "Apertus-8B-Instruct.jinja": "json",
+    "GigaChat3.1-10B-A1.8B.jinja": "json",
+    "mistralai-Ministral-3-14B-Reasoning-2512.jinja": "named-json",
+    "deepseek-ai-DeepSeek-V3.1.jinja": "named-json",
+    "llama-cpp-deepseek-r1.jinja": "named-json",
+    "meetkai-functionary-medium-v3.1.jinja": "named-json",
+    "meetkai-functionary-medium-v3.2.jinja": "named-json",
+    "openai-gpt-oss-120b.jinja": "named-json",
+}
+
+#: Templates whose syntax is read but has no call grammar yet, and what the error names.
+UNSUPPORTED = {
+    "Mistral-Small-3.2-24B-Instruct-2506.jinja": "id",
+    "moonshotai-Kimi-K2.jinja": "index",
+    "upstage-Solar-Open-100B.jinja": "id",
+    "Qwen3.5-4B.jinja": "xml",
+    "google-gemma-4-31B-it.jinja": "xml",
+    "LFM2.5-8B-A1B.jinja": "python",
+}
+
+
+def template(name: str) -> str:
+    return (TEMPLATES / name).read_text(encoding="utf-8")
+
+
+def _tokenizer() -> llguidance.LLTokenizer:
+    class Bytes:
+        def __init__(self) -> None:
+            self.eos_token_id = 256
+            self.bos_token_id = None
+            self.tokens = [bytes([i]) for i in range(256)] + [b"<eos>"]
+            self.special_token_ids = [256]
+
+        def __call__(self, text: bytes) -> list[int]:
+            return list(text)
+
+    return llguidance.LLTokenizer(llguidance.TokenizerWrapper(Bytes()))
+
+
+TOKENIZER = _tokenizer()
+
+
+def accepts(grammar: str, text: str) -> bool:
+    matcher = llguidance.LLMatcher(TOKENIZER, grammar, log_level=0)
+    assert not matcher.is_error(), matcher.get_error()
+    data = list(text.encode("utf-8"))
+    if matcher.validate_tokens(data) < len(data):
+        return False
+    matcher.consume_tokens(data)
+    return bool(matcher.is_accepting())
+
+
+def syntax_format(name: str) -> SyntaxFormat:
+    fmt = detect_call_format(template(name))
+    assert isinstance(fmt, SyntaxFormat), fmt
+    return fmt
+
+
+@pytest.mark.parametrize(("name", "layout"), sorted(SUPPORTED.items()))
+def test_grammar_accepts_the_formats_own_calls(name: str, layout: str) -> None:
+    fmt = syntax_format(name)
+    assert fmt.syntax.layout == layout and layout in SYNTAX_LAYOUTS
+    assert syntax_grammar_gap(fmt.syntax) is None
+    grammar = call_grammar(fmt, TOOLS, max_calls=3)
+    for call in CALLS:
+        text = fmt.serialize([call])
+        assert accepts(grammar, text), text
+        assert fmt.parse(text) == [call]
+    if fmt.syntax.multiple:
+        text = fmt.serialize(CALLS[:3])
+        assert accepts(grammar, text), text
+        assert fmt.parse(text) == list(CALLS[:3])
+        assert not accepts(grammar, fmt.serialize(CALLS)), "four calls, max_calls=3"
+        one = call_grammar(fmt, TOOLS, max_calls=1)
+        assert not accepts(one, fmt.serialize(CALLS[:2]))
+        assert accepts(call_grammar(fmt, TOOLS, max_calls=None), fmt.serialize(CALLS * 2))
+
+
+@pytest.mark.parametrize("name", sorted(SUPPORTED))
+def test_grammar_keeps_to_the_canonical_call(name: str) -> None:
+    fmt = syntax_format(name)
+    grammar = call_grammar(fmt, TOOLS[:2], max_calls=2)
+    good = fmt.serialize([CALLS[0]])
+    assert accepts(grammar, good)
+    # Another tool, arguments out of schema order, an unknown argument, a bad enum
+    # value, a missing required one, loose whitespace, no call at all.
+    bad = [
+        fmt.serialize([ToolCall("set_lamp", {"room": "kitchen", "level": 3})]),
+        fmt.serialize([ToolCall("set_light", {"level": 3, "room": "kitchen"})]),
+        fmt.serialize([ToolCall("set_light", {"room": "kitchen", "level": 3, "x": 1})]),
+        fmt.serialize([ToolCall("set_light", {"room": "garage", "level": 3})]),
+        fmt.serialize([ToolCall("set_light", {"room": "kitchen"})]),
+        good.replace('"level":3', '"level": 3'),
+        fmt.serialize([]),
+    ]
+    for text in bad:
+        assert not accepts(grammar, text), text
+
+
+def test_grammar_bounds_strings() -> None:
+    fmt = syntax_format("mistralai-Ministral-3-14B-Reasoning-2512.jinja")
+    grammar = call_grammar(fmt, TOOLS[1:2])
+    assert accepts(grammar, fmt.serialize([ToolCall("get_time", {"city": "x" * 16})]))
+    assert not accepts(grammar, fmt.serialize([ToolCall("get_time", {"city": "x" * 17})]))
+
+
+def test_one_call_syntax_grammar_holds_one_call() -> None:
+    fmt = syntax_format("openai-gpt-oss-120b.jinja")
+    assert not fmt.syntax.multiple
+    grammar = call_grammar(fmt, TOOLS, max_calls=None)
+    assert accepts(grammar, fmt.serialize([CALLS[0]]))
+    assert "call (" not in grammar.splitlines()[0]
+
+
+@pytest.mark.parametrize(("name", "what"), sorted(UNSUPPORTED.items()))
+def test_other_syntaxes_are_refused_saying_why(name: str, what: str) -> None:
+    fmt = detect_call_format(template(name))
+    assert isinstance(fmt, SyntaxFormat)
+    with pytest.raises(ConstraintError, match=what):
+        call_grammar(fmt, TOOLS)
+
+
+def test_arguments_as_a_string_are_refused() -> None:
+    fmt = SyntaxFormat(CallSyntax("json", arguments_as_string=True))
+    with pytest.raises(ConstraintError, match="string"):
+        call_grammar(fmt, TOOLS)
+    with pytest.raises(ConstraintError, match="max_calls"):
+        call_grammar(syntax_format("llama-cpp-lfm2.jinja"), TOOLS, max_calls=0)
+
+
+def test_builtin_formats_keep_their_grammar() -> None:
+    """The named formats still take the named path: a SyntaxFormat of the same syntax
+    gives a grammar of the same calls (its text differs: one open for the reply)."""
+    hermes = get_format("hermes")
+    assert call_grammar(hermes, TOOLS).startswith('start: call\ncall: "<tool_call>" body')
+    with pytest.raises(ConstraintError, match="pycall"):
+        call_grammar(get_format("pycall"), TOOLS)
