@@ -88,6 +88,11 @@ def test_report_has_each_suites_tables_plot_and_the_machine(results: Path) -> No
     assert "| 16 | 81% | 90% | 221 |" in pipeline
     assert "312 entries" in pipeline
 
+    session = section(report, "session")
+    assert "2 sessions of 3 turns on SmolLM2-135M-Instruct.Q4_1.gguf" in session
+    assert "| toolweave | 6 | 8466 | 9865 | 1297 | 45.8 | 3/6 | 12/16 | 0 |" in session
+    assert "| new_process | session_drafts_later_first_tool | x1.12 |" in session
+
 
 def test_a_results_file_with_another_layout_is_reported_not_raised(results: Path) -> None:
     doc = json.loads((results / "serving.json").read_text())
