@@ -117,8 +117,14 @@ def syntax_grammar_gap(syntax: CallSyntax) -> str | None:
         return f"the {syntax.layout} call layout has no call grammar yet"
     if syntax.arguments_as_string:
         return "arguments written as a JSON string have no call grammar yet"
-    markers = (syntax.open, syntax.close, syntax.call_open, syntax.call_close)
-    markers += (syntax.separator, syntax.name_close)
+    markers = (
+        syntax.open,
+        syntax.close,
+        syntax.call_open,
+        syntax.call_close,
+        syntax.separator,
+        syntax.name_close,
+    )
     if any(INDEX in m or CALL_ID in m for m in markers):
         return "markers holding the call's index or id have no call grammar yet"
     return None
