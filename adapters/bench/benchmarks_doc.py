@@ -24,6 +24,7 @@ from toolweave.adapters.bench.report import (
     render_fastpath,
     render_pipeline,
     render_serving,
+    render_session,
 )
 from toolweave.adapters.bench.suites import SUITES
 from toolweave.errors import ToolweaveError
@@ -32,7 +33,7 @@ __all__ = ["BenchmarkDocError", "headline_rows", "headline_table", "main", "rend
 
 Doc = Mapping[str, Any]
 #: The suites of the page, in order; each has DIR/NAME.json.
-NAMES = ("engine", "fastpath", "serving", "pipeline")
+NAMES = ("engine", "fastpath", "serving", "pipeline", "session")
 #: Runs of suites on Gemma 3 270M kept next to the report directory: (suite, file stem).
 GEMMA = (("engine", "engine_gemma3"), ("fastpath", "fastpath_gemma3"))
 #: Pipeline configurations as the page names them.
@@ -91,7 +92,7 @@ def _suite_docs(report_dir: Path) -> dict[str, dict[str, Any]]:
 
 # ---------------------------------------------------------------------- headline
 def _headline(docs: Mapping[str, Doc]) -> list[tuple[str, str, str]]:
-    e, f, s, p = (docs[n] for n in NAMES)
+    e, f, s, p, se = (docs[n] for n in NAMES)
     table, calls = e["cost_table"], e["calls"]
     modes = calls["modes"]
     fm = f["modes"]
@@ -135,7 +136,25 @@ def _headline(docs: Mapping[str, Doc]) -> list[tuple[str, str, str]]:
             f"PromptWeaver + ExSpec (x{pr['e2e_both']:.2f}), {ps['all']['e2e_ms']:.0f} ms "
             f"with jump-forward too (x{pr['e2e_all']:.2f})",
         ),
+        _session_row(se),
     ]
+
+
+def _session_row(doc: Doc) -> tuple[str, str, str]:
+    phase = "new_process" if "new_process" in doc["summary"] else "warm"
+    rows, ratios = doc["summary"][phase], doc["ratios"][phase]
+    ours, base = rows["toolweave"], rows["chat_llama_cpp"]
+    return (
+        "session",
+        f"{len(doc['conversations'])} LangChain agent sessions of {doc['turns']} turns, "
+        f"{phase.replace('_', ' ')}, time to the first tool start (median)",
+        f"`ChatToolweave` {ours['first_tool_ms_median']:.0f} ms vs `ChatLlamaCpp` "
+        f"{base['first_tool_ms_median']:.0f} ms "
+        f"(x{ratios['first_tool_vs_chat_llama_cpp']:.2f}: it prefills "
+        f"{base['prefilled_tokens_mean']:.0f} tokens a turn against "
+        f"{ours['prefilled_tokens_mean']:.0f}, see docs/session.md); session drafts "
+        f"{ours['session_accepted']}/{ours['session_drafted']} tokens accepted",
+    )
 
 
 def headline_rows(report_dir: Path) -> list[tuple[str, str, str]]:
@@ -185,6 +204,7 @@ RENDER: dict[str, Callable[[Doc], list[str]]] = {
     "fastpath": render_fastpath,
     "serving": render_serving,
     "pipeline": _pipeline,
+    "session": render_session,
 }
 
 
@@ -291,7 +311,7 @@ def render(report_dir: Path, page_dir: Path | None = None) -> str:
         "",
         "Every figure below is read from the JSON files that `toolweave bench all` wrote "
         f"to [`{_link(report_dir, page_dir)}`]({_link(report_dir, page_dir)}). "
-        "The suites need the `bench` extra; the whole run takes about an hour on the "
+        "The suites need the `bench` extra; the whole run takes about 70 minutes on the "
         "machine below:",
         "",
         "```console",

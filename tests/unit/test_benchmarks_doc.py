@@ -19,7 +19,14 @@ from toolweave.adapters.bench.benchmarks_doc import (
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT = ROOT / "docs" / "bench" / "report"
-FILES = ("RUN.json", "engine.json", "fastpath.json", "serving.json", "pipeline.json")
+FILES = (
+    "RUN.json",
+    "engine.json",
+    "fastpath.json",
+    "serving.json",
+    "pipeline.json",
+    "session.json",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -43,7 +50,7 @@ def report_copy(tmp_path: Path) -> Path:
 def test_the_real_report_renders_every_suite() -> None:
     text = render(REPORT)
     assert text.startswith("# Benchmarks\n")
-    for suite in ("engine", "fastpath", "serving", "pipeline"):
+    for suite in ("engine", "fastpath", "serving", "pipeline", "session"):
         assert f"## {suite}: " in text
     assert "toolweave bench all --out docs/bench/report" in text
     assert "no GPU" in text
@@ -67,7 +74,7 @@ def test_figures_equal_the_json_values() -> None:
 
 def test_headline_rows_are_in_the_page_and_cover_every_suite() -> None:
     rows = headline_rows(REPORT)
-    assert [r[0] for r in rows] == ["engine", "fastpath", "serving", "pipeline"]
+    assert [r[0] for r in rows] == ["engine", "fastpath", "serving", "pipeline", "session"]
     text = render(REPORT)
     for line in headline_table(REPORT).splitlines()[2:]:
         assert line in text
