@@ -253,7 +253,7 @@ class ToolCaller:
                     len(prompt),
                     logits,
                     request_text,
-                    session_texts(request) if self.session_drafts else (),
+                    session_texts(request) if self.session_drafts and plan.forecasts else (),
                 ),
                 grammar=self.grammar,
                 fmt=self.fmt,

@@ -7,25 +7,11 @@ import json
 
 import pytest
 from reference_check import assert_same_tokens
+from test_forecast import _tool
 
 from toolweave.native.caller import SESSION_DRAFT_CHARS, ToolCaller, session_texts
 from toolweave.native.engine import Engine
-from toolweave.toolspec import ToolCall, ToolSpec
-
-
-def _tool(name: str, description: str, **props: str) -> ToolSpec:
-    return ToolSpec.from_dict(
-        {
-            "name": name,
-            "description": description,
-            "parameters": {
-                "type": "object",
-                "properties": {k: {"type": "string", "description": v} for k, v in props.items()},
-                "required": list(props),
-            },
-        }
-    )
-
+from toolweave.toolspec import ToolCall
 
 TOOLS = [
     _tool("list_files", "List the files in a folder.", folder="The folder"),
