@@ -15,8 +15,14 @@ from typing import TYPE_CHECKING
 from toolweave.drafting.forecast import CallForecast, ToolRanking
 from toolweave.errors import CallFormatError, ConstraintError, ToolSpecError
 from toolweave.events import CallEvent
-from toolweave.formats import CallFormat, format_for_chat_template, get_format
-from toolweave.grammar.call import call_grammar, value_grammar
+from toolweave.formats import (
+    CallFormat,
+    SyntaxFormat,
+    detect_call_format,
+    format_for_chat_template,
+    get_format,
+)
+from toolweave.grammar.call import call_grammar, syntax_grammar_gap, value_grammar
 from toolweave.modes import check_mode
 from toolweave.native.calibration import CostTable, engine_costs
 from toolweave.native.chat import chat_text, chat_tokens
@@ -38,7 +44,7 @@ from toolweave.toolspec import ToolCall, ToolSpec
 if TYPE_CHECKING:
     from toolweave.native.baselines.grammar import GrammarBaseline
 
-__all__ = ["CallEvent", "ToolCaller", "session_texts"]
+__all__ = ["CallEvent", "ToolCaller", "session_texts", "template_format"]
 
 
 def _request_text(request: str | Sequence[Message]) -> str:
@@ -80,6 +86,22 @@ def session_texts(request: str | Sequence[Message]) -> tuple[str, ...]:
     return tuple(reversed(texts))
 
 
+def template_format(template: str | None) -> CallFormat:
+    """The call format a chat template's model writes: its own syntax read off the
+    template (`detect_call_format`) where that is not a built-in format and the call
+    grammar covers it, else the format picked by name (`format_for_chat_template`)."""
+    picked = format_for_chat_template(template)
+    if template is None:
+        return picked
+    try:
+        detected = detect_call_format(template)
+    except Exception:  # no syntax read off the template: the picked format, as always
+        return picked
+    if isinstance(detected, SyntaxFormat) and syntax_grammar_gap(detected.syntax) is None:
+        return detected
+    return picked
+
+
 #: Tokens per argument value assumed before any value was seen (BFCL-like calls).
 TYPICAL_VALUE_TOKENS = 6.0
 
@@ -104,7 +126,9 @@ class ToolCaller:
         session_drafts: bool = True,
     ) -> None:
         """`chat_template` (a Jinja template's text) replaces the engine's chat template
-        for this caller's prompts, and picks the call format when `fmt` is None.
+        for this caller's prompts, and gives the call format when `fmt` is None: the
+        syntax read off the template where the call grammar covers it, else the format
+        picked by name (`template_format`).
         `session_drafts`: in `fast` and `lossless`, draft argument text from the
         conversation's earlier messages (verified, so the output is unchanged)."""
         if not tools:
@@ -122,7 +146,7 @@ class ToolCaller:
         self.by_name = {t.name: t for t in self.tools}
         if isinstance(fmt, str):
             fmt = get_format(fmt)
-        self.fmt: CallFormat = fmt or format_for_chat_template(self.chat_template)
+        self.fmt: CallFormat = fmt or template_format(self.chat_template)
         self.max_calls = max_calls
         self.max_tokens = max_tokens
         self.system = system

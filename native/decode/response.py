@@ -41,7 +41,7 @@ from toolweave.drafting.forecast import CallForecast
 from toolweave.drafting.ngram import AcceptanceRate, draft_length
 from toolweave.errors import CallFormatError
 from toolweave.events import CallEvent
-from toolweave.formats import CallFormat
+from toolweave.formats import CallFormat, SyntaxFormat
 from toolweave.native.calibration import CostTable
 from toolweave.native.constraints import TokenMatcher, Vocabulary
 from toolweave.native.decode.forecasting import Forecaster, RepeatIndex
@@ -190,6 +190,18 @@ class ResponseDecoder:
         self.calls: list[ToolCall] = []
         self._call = _CallState(start=0)
         self._early: list[ToolCall] = []  # final calls handed out before their text was written
+        # How calls sit in the response. A built-in format wraps each call in its open and
+        # close; a syntax read off a template opens and closes the whole response once
+        # (`SyntaxFormat`): a later call's text is read as if it were the first one.
+        self._reply_open, self._reply_close = "", ""
+        self._between = fmt.separator
+        self._call_ends: tuple[str, ...] = (fmt.close or "}",)
+        if isinstance(fmt, SyntaxFormat):
+            syn = fmt.syntax
+            self._reply_open, self._reply_close = syn.open, syn.close
+            self._between = syn.separator
+            ends = {syn.call_close.strip() or "}", fmt.close.strip()} - {""}
+            self._call_ends = tuple(sorted(ends))
         self._heads = {name: self._head(name) for name in tools}
         # Forecasting: only where verification pays, per the engine's measured pass costs.
         self._forecaster: Forecaster | None = None
@@ -225,17 +237,24 @@ class ResponseDecoder:
         text = self.fmt.serialize_call(ToolCall(name, {_SENTINEL: 0}))
         marker = json.dumps(_SENTINEL) + ":0"
         i = text.index(marker)
-        return text[:i], text[i + len(marker) :]
+        tail = text[i + len(marker) :]
+        if self._reply_close and tail.endswith(self._reply_close):
+            tail = tail[: -len(self._reply_close)]  # the call's own end, not the response's
+        return text[:i], tail
 
     def text(self) -> str:
         return self._text
 
     def _call_text(self, full: str) -> str:
         t = full[self._call.start :]
-        sep = self.fmt.separator
+        sep = self._between
         if self.calls and sep and t.startswith(sep):
             t = t[len(sep) :]
-        return t.lstrip() if self.calls else t
+        if not self.calls:
+            return t
+        if isinstance(self.fmt, SyntaxFormat):
+            return self._reply_open + t  # as the first call reads, for the heads
+        return t.lstrip()
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> Iterator[CallEvent]:
@@ -408,7 +427,7 @@ class ResponseDecoder:
                     self._call.spec = self.tools[name]
                     yield CallEvent("name", _now_ms(), name=name)
                     break
-        if not call_text.rstrip().endswith(self.fmt.close or "}"):
+        if not call_text.rstrip().endswith(self._call_ends):
             return
         try:
             found = self.fmt.parse(full)

@@ -203,7 +203,8 @@ class StateStore:
         self._entries: dict[str, _Entry] = {}
         self._history: deque[NDArray[np.int32]] = deque(maxlen=history)
         self._sessions: OrderedDict[str, NDArray[np.int32]] = OrderedDict()
-        self._owners: dict[tuple[int, int], tuple[str, int]] = {}
+        #: (engine, sequence) -> the session whose prompt the store left there, and it.
+        self._owners: dict[tuple[int, int], tuple[str, NDArray[np.int32]]] = {}
         self._models: dict[str, tuple[str, bool]] = {}
         self._writer: ThreadPoolExecutor | None = None
         self.write_errors: list[str] = []
@@ -307,8 +308,8 @@ class StateStore:
         live_lcp = common_prefix(live, arr)
         handover_ms = 0.0
         owner = self._owner(engine, seq)
-        if truncatable and owner not in (None, session) and live_lcp < len(live):
-            handover_ms = self._hand_over(engine, seq, live, model, owner, costs)
+        if truncatable and owner is not None and _hands_over(owner, session, live_lcp):
+            handover_ms = self._hand_over(engine, seq, live, model, owner[0], costs)
         if not truncatable and (live_lcp < len(live) or engine.seq_len(seq) != len(live)):
             live_lcp = 0  # a recurrent state cannot be rolled back
         divergence = self._divergence(session, arr, truncatable)
@@ -346,7 +347,7 @@ class StateStore:
         self._history.append(arr)
         self._sessions[session] = arr
         self._sessions.move_to_end(session)
-        self._owners[(id(engine), seq)] = (session, n)
+        self._owners[(id(engine), seq)] = (session, arr)
         while len(self._sessions) > _SESSIONS_KEPT:
             self._sessions.popitem(last=False)
         self._enforce_bounds(model, costs)
@@ -423,12 +424,17 @@ class StateStore:
             source = "none"
         return reuse, source, (time.perf_counter() - t0) * 1000
 
-    def _owner(self, engine: Engine, seq: int) -> str | None:
-        """The session whose prompt the store left in `seq`, if it is still there."""
+    def _owner(self, engine: Engine, seq: int) -> tuple[str, NDArray[np.int32]] | None:
+        """The session whose prompt the store left in `seq` and that prompt, if `seq`
+        still starts with it (the decoder may have appended its output since)."""
         found = self._owners.get((id(engine), seq))
-        if found is None or len(engine.seq_tokens.get(seq, ())) != found[1]:
+        if found is None:
             return None
-        return found[0]
+        live = engine.seq_tokens.get(seq, ())
+        prompt = found[1]
+        if len(live) < len(prompt) or common_prefix(live, prompt) < len(prompt):
+            return None
+        return found
 
     def _hand_over(
         self,
@@ -439,12 +445,16 @@ class StateStore:
         owner: str,
         costs: StoreCosts,
     ) -> float:
-        """Save the state another session left in `seq` before this request overwrites it.
+        """Save the state a request left in `seq` (its prompt and any output decoded
+        after it) before this request, which cuts into that prompt, overwrites it.
 
         What a session sent last is what its next request shares most of (up to its next
         divergence point, not yet known), so a slot changing hands keeps the outgoing
         state when saved states do not already cover it (llama-server's prompt cache
-        does the same on slot reuse). This is the outgoing request's save, made late.
+        does the same on slot reuse). The same holds within one session whose requests
+        alternate between two prompts (an agent's tool prompt and its answer prompt):
+        each comes back extended (`_hands_over`). This is the outgoing request's save,
+        made late.
         """
         arr = np.asarray(live, dtype=np.int32)
         covered = max(
@@ -507,7 +517,8 @@ class StateStore:
                 engine.seq_remove(seq, len(tokens))
             key = state_key(model, tokens)
             if key not in self._entries:
-                session = session or self._owner(engine, seq) or f"seq{seq}"
+                owner = self._owner(engine, seq)
+                session = session or (owner[0] if owner else f"seq{seq}")
                 self._save(engine, seq, tokens, model, session)
                 self._enforce_bounds(model, self._estimator.costs())
             entry = self._entries.get(key)
@@ -700,3 +711,15 @@ class StateStore:
                 path=path,
                 file_bytes=st.st_size,
             )
+
+
+def _hands_over(owner: tuple[str, NDArray[np.int32]], session: str, keep: int) -> bool:
+    """Whether a request keeping the first `keep` tokens of the prompt `owner` left in a
+    sequence should save that state first: always for another session's prompt it cuts
+    into; within one session only when it keeps less than half of it (another prompt
+    stream, which comes back), not for a sibling sharing most of it (the divergence
+    checkpoint covers those)."""
+    prompt_len = len(owner[1])
+    if keep >= prompt_len:
+        return False
+    return owner[0] != session or keep < prompt_len / 2

@@ -254,3 +254,34 @@ def test_checkpoints_of_another_model_are_ignored(clean: Engine, tmp_path: Path)
     assert pre.reused == 0 and other.last is not None and other.last.source == "none"
     other.close()
     assert foreign.is_file()  # never deleted: another process may use it
+
+
+def test_alternating_prompts_each_come_back_extended(clean: Engine, tmp_path: Path) -> None:
+    """An agent session alternates a long tool prompt and a short answer prompt on one
+    sequence: before one overwrites the other, the store saves the outgoing state, so
+    each prompt starts from its own previous turn instead of from scratch. A sibling
+    keeping most of the live prompt is left to the divergence checkpoint."""
+    eng = clean
+    store = StateStore(tmp_path)
+    head = "<|im_start|>system\nAnswer the user briefly.<|im_end|>\n<|im_start|>user\n"
+    tools = [eng.tokenize(request(*ACTIONS[:k])) for k in (1, 2, 3)]
+    answers = [
+        eng.tokenize(f"{head}{' then '.join(ACTIONS[:k])}<|im_end|>\n<|im_start|>assistant\n")
+        for k in (1, 2, 3)
+    ]
+    for k in range(3):
+        for prompts in (tools, answers):
+            store.prefill(eng, 0, prompts[k], session="agent")
+            rec = store.last
+            assert rec is not None
+            if k == 0:
+                continue
+            shared = common_prefix(prompts[k - 1], prompts[k])
+            live = common_prefix(tools[k], answers[k])  # all the live sequence offers
+            assert shared > live + 10
+            assert (rec.reused, rec.source) == (shared, "memory"), rec
+    sibling = eng.tokenize(request(*ACTIONS[:2]) + "Think first.")
+    store.prefill(eng, 0, eng.tokenize(request(*ACTIONS[:2])), session="agent")
+    store.prefill(eng, 0, sibling, session="agent")
+    assert store.last is not None and store.last.handover_ms == 0.0
+    store.close()

@@ -18,8 +18,8 @@ import pytest
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from toolweave.eval.zoo_spec import ZOO_FAMILIES, ZooFamily
-from toolweave.formats import format_for_chat_template
-from toolweave.native.caller import ToolCaller
+from toolweave.formats import SyntaxFormat, format_for_chat_template
+from toolweave.native.caller import ToolCaller, template_format
 from toolweave.native.chat import chat_parts, chat_tokens, control_token_ids
 from toolweave.native.engine import Engine
 from toolweave.prompting.template_file import ChatTemplateError
@@ -107,9 +107,22 @@ def test_zoo_chat_template_renders_with_control_tokens(loaded: Loaded) -> None:
     assert eng.detokenize(tokens).count(REQUEST) == 1
 
 
-#: Syntaxes toolweave's template-picked format wrote when this test was written; the
-#: other families' cases are strict xfails, so they fail once their syntax is supported.
+#: Syntaxes toolweave's caller writes as the template does; the other families' cases
+#: are strict xfails, so they fail once their syntax is written.
 WRITTEN = ("hermes", "llama3", "json")
+#: Families decoded in their template's syntax whose template writes more than it: a
+#: call id inside the call object (``"tool_call_id": "0"``, ``"id": "call00001"``).
+WITH_ID_KEY = ("command-r", "mistral")
+#: The zoo families decoded in the syntax read off their template, and text every call
+#: of theirs holds (their markers, their name and arguments keys).
+OWN_SYNTAX = {
+    "command-r": (
+        "<|START_ACTION|>[\n    {",
+        '{"tool_name":"set_light","parameters":{',
+        "}}\n]<|END_ACTION|>",
+    ),
+    "mistral": ('[TOOL_CALLS][{"name":"set_light","arguments":{', "}}]"),
+}
 CALL = ToolCall("set_light", {"room": "kitchen", "level": 3})
 
 
@@ -122,6 +135,11 @@ def _syntax_case(family: ZooFamily) -> object:
     if family.syntax in WRITTEN:
         return family
     reason = f"toolweave cannot write the {family.syntax!r} call syntax yet ({family.stands_for})"
+    if family.name in WITH_ID_KEY:
+        reason = (
+            f"toolweave writes the {family.syntax!r} syntax without the call id the template "
+            f"writes in each call ({family.stands_for})"
+        )
     return pytest.param(family, marks=pytest.mark.xfail(strict=True, reason=reason))
 
 
@@ -157,10 +175,11 @@ def _template_call_text(template: str) -> str:
 
 @pytest.mark.parametrize("family", [_syntax_case(f) for f in ZOO_FAMILIES], ids=IDS)
 def test_zoo_template_gets_its_own_call_syntax(family: ZooFamily, zoo: Zoo) -> None:
-    """The format toolweave picks for the template writes a call as the template does
-    (whitespace and argument order aside); a template rendering no call gets JSON."""
+    """The format toolweave's caller takes for the template writes a call as the
+    template does (whitespace and argument order aside); a template rendering no call
+    gets JSON."""
     template = zoo.model(family.name).template
-    fmt = format_for_chat_template(template)
+    fmt = template_format(template)
     rendered = _template_call_text(template)
     if not rendered:
         assert fmt.name == "json", f"the template renders no call, yet {fmt.name} was picked"
@@ -182,6 +201,22 @@ def test_zoo_mode_writes_one_valid_call(loaded: Loaded, mode: str) -> None:
     assert [c.name for c in result.calls] == ["set_light"], result.text
     jsonschema.validate(result.calls[0].arguments, SCHEMA)
     assert result.text.startswith(loaded.caller.fmt.serialize([result.calls[0]])[:12])
+
+
+def test_zoo_caller_decodes_in_the_templates_own_syntax(loaded: Loaded) -> None:
+    """Where the template's syntax is read and covered, every mode writes the call in it
+    (its markers in the raw text) and the format parses it back; elsewhere the caller
+    keeps the format picked by name."""
+    name, caller = loaded.model.family.name, loaded.caller
+    if name not in OWN_SYNTAX:
+        assert caller.fmt is format_for_chat_template(loaded.engine.chat_template)
+        return
+    assert isinstance(caller.fmt, SyntaxFormat), caller.fmt
+    for mode in MODES:
+        result = loaded.result(mode)
+        for marker in OWN_SYNTAX[name]:
+            assert marker in result.text, (mode, result.text)
+        assert caller.fmt.parse(result.text) == list(result.calls), (mode, result.text)
 
 
 def test_zoo_exact_modes_agree_token_for_token(loaded: Loaded) -> None:

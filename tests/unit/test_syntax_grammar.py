@@ -12,8 +12,8 @@ from pathlib import Path
 import llguidance
 import pytest
 
-from toolweave.errors import ConstraintError
-from toolweave.formats import SyntaxFormat, get_format
+from toolweave.errors import CallFormatError, ConstraintError
+from toolweave.formats import CallFormat, SyntaxFormat, format_for_chat_template, get_format
 from toolweave.formats.detect import detect_call_format
 from toolweave.formats.syntax import CallSyntax
 from toolweave.grammar.call import SYNTAX_LAYOUTS, call_grammar, syntax_grammar_gap
@@ -207,3 +207,39 @@ def test_builtin_formats_keep_their_grammar() -> None:
     assert call_grammar(hermes, TOOLS).startswith('start: call\ncall: "<tool_call>" body')
     with pytest.raises(ConstraintError, match="pycall"):
         call_grammar(get_format("pycall"), TOOLS)
+
+
+def _template_format(text: str | None) -> CallFormat:
+    from toolweave.native.caller import template_format
+
+    return template_format(text)
+
+
+@pytest.mark.parametrize("path", sorted(TEMPLATES.glob("*.jinja")), ids=lambda p: p.name)
+def test_caller_format_for_each_template(path: Path) -> None:
+    """A supported detected syntax is decoded in; any other template keeps the format
+    picked by name, exactly as before."""
+    text = path.read_text(encoding="utf-8")
+    fmt = _template_format(text)
+    picked = format_for_chat_template(text)
+    try:
+        detected: CallFormat | None = detect_call_format(text)
+    except CallFormatError:
+        detected = None
+    if isinstance(detected, SyntaxFormat) and syntax_grammar_gap(detected.syntax) is None:
+        assert isinstance(fmt, SyntaxFormat) and fmt.syntax == detected.syntax
+        call_grammar(fmt, TOOLS)
+    else:
+        assert fmt is picked
+    if path.name in SUPPORTED:
+        assert isinstance(fmt, SyntaxFormat)
+
+
+def test_caller_format_without_tool_syntax_is_unchanged() -> None:
+    chatml = (
+        "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+        "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
+    assert _template_format(chatml) is get_format("hermes")  # SmolLM2's kind of template
+    assert _template_format(None) is get_format("json")
+    assert _template_format(template("google-gemma-2-2b-it.jinja")) is get_format("json")
