@@ -229,10 +229,12 @@ def make_config(
             reuse_prompt_cache=False,
             state_store=None,
             observer=meter,
+            private_engine=True,
         )
-        return SessionConfig(name, tw, meter.totals)
+        return SessionConfig(name, tw, meter.totals, close=tw.close_engine)
     if name in ("toolweave", "no_session_drafts"):
-        # Its defaults; the default store's settings, in the bench's directory.
+        # Its defaults; the default store's settings, in the bench's directory. An engine
+        # of its own: another configuration's turn must not leave it its live KV cache.
         store = StateStore(state_dir / name)
         tw = ChatToolweave(
             model=str(model_path),
@@ -241,6 +243,12 @@ def make_config(
             state_store=store,
             observer=meter,
             session_drafts=name == "toolweave",
+            private_engine=True,
         )
-        return SessionConfig(name, tw, meter.totals, close=store.close, drafts=meter.drafts)
+
+        def close() -> None:
+            store.close()
+            tw.close_engine()
+
+        return SessionConfig(name, tw, meter.totals, close=close, drafts=meter.drafts)
     raise ValueError(f"unknown configuration {name!r} (known: {', '.join(CONFIGS)})")

@@ -16,7 +16,7 @@ from toolweave.native.caller import ToolCaller
 from toolweave.native.engine import Engine
 from toolweave.toolspec import ToolSpec
 
-__all__ = ["CallerCache", "EngineSettings", "shared_engine"]
+__all__ = ["CallerCache", "EngineSettings", "private_engine", "shared_engine"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,11 @@ def shared_engine(model: str | None, settings: EngineSettings) -> Engine:
             engine = Engine(path, **_engine_kwargs(settings))
             _ENGINES[key] = engine
         return engine
+
+
+def private_engine(model: str | None, settings: EngineSettings) -> Engine:
+    """A new engine of `model` with `settings`, shared with nobody."""
+    return Engine(str(resolve_model(model)), **_engine_kwargs(settings))
 
 
 def _engine_kwargs(settings: EngineSettings) -> dict[str, Any]:

@@ -58,7 +58,12 @@ from langchain_core.tools import BaseTool
 from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
 from toolweave.adapters.langchain.arguments import same_model, unknown_argument
-from toolweave.adapters.langchain.caches import CallerCache, EngineSettings, shared_engine
+from toolweave.adapters.langchain.caches import (
+    CallerCache,
+    EngineSettings,
+    private_engine,
+    shared_engine,
+)
 from toolweave.adapters.langchain.messages import (
     PROVIDER,
     ai_message,
@@ -91,11 +96,10 @@ from toolweave.events import (
     PromptCacheEvent,
     ProvisionalCallEvent,
 )
-from toolweave.formats import format_for_chat_template
 from toolweave.grammar.call import arguments_schema
 from toolweave.models import resolve_model
 from toolweave.modes import MODES, check_mode
-from toolweave.native.caller import ToolCaller
+from toolweave.native.caller import ToolCaller, template_format
 from toolweave.native.chat import chat_tokens
 from toolweave.native.decode.exspec import exspec_table, generate_with_exspec
 from toolweave.native.decode.text import first_token, generate_text
@@ -170,10 +174,16 @@ class ChatToolweave(BaseChatModel):
     #: In ``fast`` and ``lossless``, draft argument text from the conversation's earlier
     #: calls, results and turns (verified like every draft: the calls are unchanged).
     session_drafts: bool = True
+    #: Load an engine of its own instead of sharing the process's engine of this model
+    #: and settings: its KV cache then holds only this model's prompts (side-by-side
+    #: comparisons; agents that must not see each other's live state). Close it with
+    #: `close_engine`.
+    private_engine: bool = False
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     _callers: CallerCache = PrivateAttr(default_factory=CallerCache)
+    _own_engine: Engine | None = PrivateAttr(default=None)
 
     @model_validator(mode="before")
     @classmethod
@@ -241,8 +251,19 @@ class ChatToolweave(BaseChatModel):
 
     @property
     def engine(self) -> Engine:
-        """The shared engine of this model (loaded on first use)."""
-        return shared_engine(self.model, self.engine_settings)
+        """The shared engine of this model (loaded on first use), or its own with
+        ``private_engine=True``."""
+        if not self.private_engine:
+            return shared_engine(self.model, self.engine_settings)
+        if self._own_engine is None:
+            self._own_engine = private_engine(self.model, self.engine_settings)
+        return self._own_engine
+
+    def close_engine(self) -> None:
+        """Free the engine of its own (``private_engine=True``); a shared one stays."""
+        if self._own_engine is not None:
+            self._own_engine.close()
+            self._own_engine = None
 
     @property
     def model_name(self) -> str:
@@ -348,7 +369,7 @@ class ChatToolweave(BaseChatModel):
     def _render(self, system: str | None, messages: Sequence[BaseMessage]) -> list[int]:
         eng = self.engine
         template = self.chat_template
-        fmt = format_for_chat_template(template if template is not None else eng.chat_template)
+        fmt = template_format(template if template is not None else eng.chat_template)
         msgs = template_messages(messages, fmt)
         if system:
             msgs.insert(0, {"role": "system", "content": system})

@@ -232,3 +232,25 @@ async def test_cancelled_stream_releases_the_engine() -> None:
         model.bind_tools([get_weather], tool_choice="any").ainvoke("Weather in Bern?"), 120
     )
     assert msg.tool_calls
+
+
+def test_private_engine_keeps_its_own_kv_cache() -> None:
+    """Models sharing the process's engine see each other's live prompt; one with
+    ``private_engine=True`` has an engine of its own, freed by `close_engine`."""
+    shared_a = ChatToolweave(n_ctx=1024, state_store=None)
+    shared_b = ChatToolweave(n_ctx=1024, state_store=None)
+    own = ChatToolweave(n_ctx=1024, state_store=None, private_engine=True, max_tokens=4)
+    assert shared_a.engine is shared_b.engine
+    assert own.engine is not shared_a.engine and own.engine is own.engine
+    own.invoke([HumanMessage("Say hi.")])
+    assert own.engine.seq_tokens.get(0)
+    assert (
+        not shared_a.engine.seq_tokens.get(0)
+        or shared_a.engine.seq_tokens[0] != (own.engine.seq_tokens[0])
+    )
+    engine = own.engine
+    own.close_engine()
+    with pytest.raises(ToolweaveError):
+        engine.forward([])
+    assert own.engine is not engine  # a new one on next use
+    own.close_engine()
