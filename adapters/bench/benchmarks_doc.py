@@ -150,9 +150,9 @@ def _session_row(doc: Doc) -> tuple[str, str, str]:
         f"{phase.replace('_', ' ')}, time to the first tool start (median)",
         f"`ChatToolweave` {ours['first_tool_ms_median']:.0f} ms vs `ChatLlamaCpp` "
         f"{base['first_tool_ms_median']:.0f} ms "
-        f"(x{ratios['first_tool_vs_chat_llama_cpp']:.2f}: it prefills "
-        f"{base['prefilled_tokens_mean']:.0f} tokens a turn against "
-        f"{ours['prefilled_tokens_mean']:.0f}, see docs/session.md); session drafts "
+        f"(x{ratios['first_tool_vs_chat_llama_cpp']:.2f}; prompt tokens prefilled a turn "
+        f"{ours['prefilled_tokens_mean']:.0f} vs {base['prefilled_tokens_mean']:.0f}, "
+        f"see docs/session.md); session drafts "
         f"{ours['session_accepted']}/{ours['session_drafted']} tokens accepted",
     )
 
