@@ -334,7 +334,9 @@ class ToolCaller:
             else speculation.bound.bound,
             near_ties=tuple(totals.near_ties),
         )
-        result = self._result(plan.mode, decoder.tokens, totals.finish_reason, stats, provisional)
+        result = self._result(
+            plan.mode, decoder.tokens, totals.finish_reason, stats, provisional, decoder.calls
+        )
         yield CallEvent("done", total_ms, result=result)
 
     def ranking(self) -> ToolRanking:
@@ -359,10 +361,16 @@ class ToolCaller:
         reason: str,
         stats: CallStats,
         provisional: Sequence[ToolCall] = (),
+        complete: Sequence[ToolCall] = (),
     ) -> CallResult:
+        """`complete`: the calls the decoder saw finished; when the output is cut at
+        max_tokens inside a later call, so the text no longer parses, those are kept
+        (checked like any call) instead of losing them with the cut one."""
         text = self.engine.detokenize(tokens)
         calls, invalid = self.validate_text(text)
         if reason == "length":
+            if not calls and complete:
+                calls, invalid = self._checked(complete, text)
             invalid.append(InvalidCall(text=text, error="output truncated at max_tokens"))
         return CallResult(
             mode=mode,
@@ -381,6 +389,12 @@ class ToolCaller:
             parsed = self.fmt.parse(text)
         except CallFormatError as exc:
             return [], [InvalidCall(text=text, error=str(exc))]
+        return self._checked(parsed, text)
+
+    def _checked(
+        self, parsed: Sequence[ToolCall], text: str
+    ) -> tuple[list[ToolCall], list[InvalidCall]]:
+        """`parsed` split into calls of known tools with valid arguments and the rest."""
         calls: list[ToolCall] = []
         invalid: list[InvalidCall] = []
         for c in parsed:

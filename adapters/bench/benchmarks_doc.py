@@ -35,7 +35,11 @@ Doc = Mapping[str, Any]
 #: The suites of the page, in order; each has DIR/NAME.json.
 NAMES = ("engine", "fastpath", "serving", "pipeline", "session")
 #: Runs of suites on Gemma 3 270M kept next to the report directory: (suite, file stem).
-GEMMA = (("engine", "engine_gemma3"), ("fastpath", "fastpath_gemma3"))
+GEMMA = (
+    ("engine", "engine_gemma3"),
+    ("fastpath", "fastpath_gemma3"),
+    ("session", "session_gemma3"),
+)
 #: Pipeline configurations as the page names them.
 CONFIGS = dict(baseline="baseline", promptweaver="PromptWeaver", exspec="ExSpec", both="both")
 CONFIGS["all"] = "both + jump"
@@ -253,7 +257,7 @@ def _section(
 
 
 def _gemma(report_dir: Path, page_dir: Path) -> list[str]:
-    """The engine and fastpath suites on Gemma 3 270M, when their JSON files lie next to
+    """The engine, fastpath and session suites on Gemma 3 270M, when their JSON files lie next to
     the report directory (`GEMMA`)."""
     directory = report_dir.parent
     lines: list[str] = []

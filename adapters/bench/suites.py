@@ -102,7 +102,7 @@ SUITES: dict[str, Suite] = {
             "LangChain agent sessions",
             "Multi-turn `create_agent` sessions (BFCL multi-turn conversations run by BFCL's "
             "own classes) in five configurations interleaved per turn: langchain-community's "
-            "`ChatLlamaCpp` at its best thread count with its disk cache, llama-cpp-python's "
+            "`ChatLlamaCpp` at its best thread count, llama-cpp-python's "
             "grammar, `ChatToolweave` constrained without state reuse, `ChatToolweave` as "
             "shipped and the same without session drafts; in a warm process and in a new "
             "process over the states on disk: time to the first tool start, turn latency, "

@@ -17,7 +17,7 @@ import json
 from collections.abc import Mapping, Sequence
 
 from toolweave.drafting.forecast import CallForecast, continuation
-from toolweave.formats import CallFormat
+from toolweave.formats import CallFormat, SyntaxFormat
 from toolweave.native.constraints import TokenMatcher
 from toolweave.native.decode.verify import grammar_prefix
 from toolweave.native.engine import Engine
@@ -139,12 +139,11 @@ class Forecaster:
             return self._session(matcher, text, in_call, budget)
         if not in_call:
             raw = text[call_start:]
-            sep = self.fmt.separator if calls else ""
             for name in self.forecast.candidates(calls):
                 spec = self.tools[name]
                 # the first required key is fixed by the skeleton: draft it too
                 key = json.dumps(spec.required[0], ensure_ascii=False) if spec.required else ""
-                candidate = sep + self.heads[name] + (key + ":" if key else "")
+                candidate = self._call_head(name, later=bool(calls)) + (key + ":" if key else "")
                 if candidate.startswith(raw) and len(candidate) > len(raw):
                     out, choices = text_draft(self.engine, matcher, candidate[len(raw) :], budget)
                     return "call", out, choices
@@ -156,6 +155,20 @@ class Forecaster:
         if rest:
             return ("request", *text_draft(self.engine, matcher, rest, budget))
         return self._session(matcher, text, in_call, budget)
+
+    def _call_head(self, name: str, *, later: bool) -> str:
+        """A call's text up to its first key: a later call starts with the separator,
+        and in a syntax read off a template the reply's opening marker (which the head
+        starts with) is written once, before the first call only."""
+        head = self.heads[name]
+        if not later:
+            return head
+        if isinstance(self.fmt, SyntaxFormat):
+            opening = self.fmt.syntax.open
+            if opening and head.startswith(opening):
+                head = head[len(opening) :]
+            return self.fmt.syntax.separator + head
+        return self.fmt.separator + head
 
     def _session(
         self, matcher: TokenMatcher, text: str, in_call: bool, budget: int

@@ -103,3 +103,45 @@ def test_forecasts_are_on_by_default_only_on_the_exact_engine(
     assert ToolCaller(engine, [spec]).forecast is False
     assert ToolCaller(exact_engine, [spec]).forecast is True
     assert ToolCaller(engine, [spec], forecast=True).forecast is True
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        None,  # the built-in hermes format
+        "mistralai-Mistral-Nemo-Instruct-2407",
+        "CohereForAI-c4ai-command-r7b-12-2024-tool_use",
+        "llama-cpp-microsoft-Phi-4-mini-instruct",
+    ],
+)
+def test_the_forecast_head_of_a_later_call_is_what_the_format_writes(
+    engine: Engine, template: str | None
+) -> None:
+    """A later call's forecast starts where the previous call ended: the separator, then
+    the call's head, without the opening marker a template's syntax writes once."""
+    import json
+    from pathlib import Path
+
+    from toolweave.formats import CallFormat, detect_call_format, get_format
+    from toolweave.native.decode.forecasting import Forecaster
+
+    fmt: CallFormat = get_format("hermes")
+    if template is not None:
+        path = Path(__file__).parents[1] / "data" / "templates" / f"{template}.jinja"
+        fmt = detect_call_format(path.read_text(encoding="utf-8"))
+    marker = json.dumps("__key__") + ":0"
+    first, later = ToolCall("send_email", {"recipient": "a@b.c"}), ToolCall("play_song", {})
+    heads = {}
+    for spec in TOOLS:
+        text = fmt.serialize_call(ToolCall(spec.name, {"__key__": 0}))
+        heads[spec.name] = text[: text.index(marker)]
+    forecaster = Forecaster(engine, fmt, {t.name: t for t in TOOLS}, heads, None, "")
+    both = fmt.serialize([first, ToolCall(later.name, {"__key__": 0})])
+    one = fmt.serialize([first])
+    close = getattr(getattr(fmt, "syntax", None), "close", "")
+    if close and one.endswith(close):
+        one = one[: -len(close)]
+    assert both.startswith(one), (both, one)
+    rest = both[len(one) :]
+    assert rest[: rest.index(marker)] == forecaster._call_head(later.name, later=True)
+    assert forecaster._call_head(later.name, later=False) == heads[later.name]
