@@ -399,7 +399,7 @@ class _Run:
         set_ms: list[float] = []
         save_ms: list[float] = []
         load_ms: list[float] = []
-        data = b""
+        data = bytearray()
         with tempfile.TemporaryDirectory(prefix="toolweave-cal-") as tmp:
             path = Path(tmp) / "state.bin"
             for _ in range(repeats):

@@ -290,6 +290,7 @@ class ToolCaller:
             t_final: float | None = None
             provisional: list[ToolCall] = []
             run = decoder.run()
+            kept = 0  # response tokens left cached after the prompt
             try:
                 for ev in run:
                     ev = dataclasses.replace(ev, t_ms=ev.t_ms - t0 * 1000)
@@ -300,9 +301,14 @@ class ToolCaller:
                     if ev.kind == "call" and t_final is None:
                         t_final = ev.t_ms
                     yield ev
+                # The response stays cached after its prompt (the decoder's invariant: the
+                # sequence holds prompt + tokens[:kv_len]): the next prompt of an agent
+                # repeats the call, and only what follows it is prefilled.
+                kept = decoder.kv_len
             finally:  # also when the consumer stops early: close the drafts under the lock
                 run.close()
-                eng.seq_remove(self.seq, len(prompt))  # keep the prompt cached, drop the response
+                eng.seq_remove(self.seq, len(prompt) + kept)
+                eng.seq_tokens[self.seq] = [*prompt, *decoder.tokens[:kept]]
             total_ms = (time.perf_counter() - t0) * 1000
             passes = eng.counters.forward_passes - passes0
             totals = decoder.totals

@@ -565,15 +565,33 @@ class Engine:
 
     # ------------------------------------------------------------------ states
     @_locked
-    def state_get(self, seq: int) -> bytes:
-        """The KV state of one sequence as bytes."""
+    def state_size(self, seq: int) -> int:
+        """Bytes `state_get(seq)` would return now."""
+        self._check_seq(seq)
+        return int(llama_cpp.llama_state_seq_get_size(self.ctx, seq))
+
+    @_locked
+    def state_get(self, seq: int, into: bytearray | None = None) -> bytearray:
+        """The KV state of one sequence, written by llama.cpp straight into the buffer
+        returned (one allocation: fresh pages of a state of tens of MiB cost more than
+        llama.cpp's copy). Being writable, it is restored by `state_set` in place.
+
+        `into`, when at least `state_size(seq)` bytes long, is that buffer (its pages
+        touched beforehand, off the lock, the copy is all that is left); it is cut to
+        the state's length."""
         self._check_seq(seq)
         size = llama_cpp.llama_state_seq_get_size(self.ctx, seq)
-        buf = (ctypes.c_uint8 * size)()
-        n = llama_cpp.llama_state_seq_get_data(self.ctx, buf, size, seq)
+        data = into if into is not None and len(into) >= size else bytearray(size)
+        buf = (ctypes.c_uint8 * size).from_buffer(data)
+        try:
+            n = llama_cpp.llama_state_seq_get_data(self.ctx, buf, size, seq)
+        finally:
+            del buf  # release the export, so the buffer may be resized below
         if n == 0 and size:
             raise EngineError(f"could not read the state of sequence {seq}")
-        return ctypes.string_at(buf, n)
+        if n < len(data):
+            del data[n:]
+        return data
 
     @_locked
     def state_set(self, seq: int, data: bytes | bytearray | memoryview) -> None:

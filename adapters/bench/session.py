@@ -164,6 +164,8 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, dict[str, dict[str
             out[phase][name] = {
                 "turns": len(mine),
                 "turn_ms_median": _median([r["turn_ms"] for r in mine]),
+                # Background work a turn left (state saves), waited for untimed.
+                "settle_ms_median": _median([r.get("settle_ms", 0.0) for r in mine]),
                 "first_tool_ms_median": _median(firsts),
                 "turns_with_tool": len(firsts),
                 "prefilled_tokens_mean": statistics.fmean(r["prefilled_tokens"] for r in mine),

@@ -52,7 +52,9 @@ class SessionConfig:
     """One configuration: its chat model, its running totals (prompt tokens prefilled,
     decode passes) and whether a forced call must name its tool (`ChatLlamaCpp` takes
     only a tool name as ``tool_choice``); `drafts` gives running totals of session-draft
-    tokens verified and accepted (zero where there are none)."""
+    tokens verified and accepted (zero where there are none); `settle` waits for work
+    a turn left running in the background (toolweave's state saves), between turns and
+    untimed, so it never runs during another configuration's turn."""
 
     name: str
     chat: BaseChatModel
@@ -60,6 +62,7 @@ class SessionConfig:
     names_tool: bool = False
     close: Callable[[], None] = field(default=lambda: None)
     drafts: Callable[[], tuple[int, int]] = field(default=lambda: (0, 0))
+    settle: Callable[[], None] = field(default=lambda: None)
 
 
 class _Meter:
@@ -97,7 +100,8 @@ class _Meter:
 class GrammarChat(BaseChatModel):
     """llama-cpp-python's `create_chat_completion` as a LangChain chat model: a forced
     tool call under the JSON schema of the bound tools, on toolweave's tool prompt
-    (`ToolCaller.messages`), else a text answer on the model's chat template."""
+    (`ToolCaller.messages`); with ``tool_choice="none"`` a text answer on that prompt,
+    without tools a text answer on the model's chat template."""
 
     engine: Any
     completions: Any
@@ -132,7 +136,14 @@ class GrammarChat(BaseChatModel):
     ) -> ChatResult:
         system, rest = split_system(messages)
         tools = kwargs.get("tools") or []
-        if tools and kwargs.get("tool_choice") not in (None, "auto", "none"):
+        choice = kwargs.get("tool_choice")
+        if tools and choice == "none":
+            # An answer with the tools still described: the call's prompt, no grammar.
+            caller = self._caller([ToolSpec.from_dict(t["function"]) for t in tools], system)
+            msgs = caller.messages(template_messages(rest, caller.fmt))
+            done = self.completions.complete(msgs, None, self.max_tokens)
+            message = AIMessage(content=done.text)
+        elif tools and choice not in (None, "auto"):
             specs = [ToolSpec.from_dict(t["function"]) for t in tools]
             caller = self._caller(specs, system)
             msgs = caller.messages(template_messages(rest, caller.fmt))
@@ -172,7 +183,9 @@ def _with_call_text(message: Any) -> Any:
 class TurnPolicy(AgentMiddleware):
     """The same turn for every configuration: after the user's message the model must
     call a tool (named by `expected` where the model takes only a name), after the tool
-    results it answers in text with no tools bound."""
+    results it answers in text (``tool_choice="none"``: the tools stay in the prompt of
+    a configuration that describes them, as in OpenAI's API; `ChatLlamaCpp`, whose
+    prompt holds no tools and which takes only a tool's name, answers with none bound)."""
 
     def __init__(self, names_tool: bool, expected: Callable[[], str | None]) -> None:
         super().__init__()
@@ -191,7 +204,9 @@ class TurnPolicy(AgentMiddleware):
             # it and answers in text: only the OpenAI dict form forces the call.
             choice: Any = {"type": "function", "function": {"name": name}} if name else "any"
             return handler(request.override(tool_choice=choice))
-        return handler(request.override(tools=[], tool_choice=None))
+        if self.names_tool:
+            return handler(request.override(tools=[], tool_choice=None))
+        return handler(request.override(tool_choice="none"))
 
 
 def make_config(
@@ -252,5 +267,7 @@ def make_config(
             store.close()
             tw.close_engine()
 
-        return SessionConfig(name, tw, meter.totals, close=close, drafts=meter.drafts)
+        return SessionConfig(
+            name, tw, meter.totals, close=close, drafts=meter.drafts, settle=store.flush
+        )
     raise ValueError(f"unknown configuration {name!r} (known: {', '.join(CONFIGS)})")

@@ -226,6 +226,9 @@ def run_session(
                     agent, history, expected = agents[cfg.name]
                     expected[0] = conv.expected[t]
                     record, messages = _turn(agent, history, query, cfg)
+                    t_settle = time.perf_counter()
+                    cfg.settle()
+                    record["settle_ms"] = (time.perf_counter() - t_settle) * 1000
                     agents[cfg.name] = (agent, messages, expected)
                     record.update(conversation=conv.id, turn=t, config=cfg.name, phase=phase)
                     records.append(record)

@@ -260,8 +260,11 @@ class ChatToolweave(BaseChatModel):
         return self._own_engine
 
     def close_engine(self) -> None:
-        """Free the engine of its own (``private_engine=True``); a shared one stays."""
+        """Free the engine of its own (``private_engine=True``); a shared one stays.
+        Saves still pending for it are made first."""
         if self._own_engine is not None:
+            if self.store is not None:
+                self.store.flush()
             self._own_engine.close()
             self._own_engine = None
 
@@ -427,6 +430,11 @@ class ChatToolweave(BaseChatModel):
                     stats = dataclasses.replace(ev.result.stats, cached_tokens=restored[-1])
                     ev = dataclasses.replace(ev, result=dataclasses.replace(ev.result, stats=stats))
                 emit(ev, caller)
+        store = self.store
+        if restored and store is not None:
+            # The prompt and the response kept after it: what this session's next prompt
+            # extends, saved off the request path (and on disk for a new process).
+            store.save_later(eng, 0)
 
     def _events(
         self, messages: Sequence[BaseMessage], restored: list[int], **kwargs: Any
@@ -450,7 +458,7 @@ class ChatToolweave(BaseChatModel):
         sampling = self.sampling_for(kwargs)
         if not self.reuse_prompt_cache:
             eng.seq_remove(0)
-        if plan.kind == "text":
+        if plan.kind == "text" and not plan.specs:
             prompt = self._render(system, rest)
             self._restore(eng, prompt, restored)
             sampler = _sampler(sampling)
@@ -464,7 +472,7 @@ class ChatToolweave(BaseChatModel):
             self._restore(eng, prompt, restored)
             yield from ((ev, None) for ev in self._grammar_text(prompt, plan, rest, kwargs))
             return
-        if plan.kind == "json" and plan.schema is not None:
+        if plan.kind == "json" and plan.schema is not None and not plan.specs:
             prompt = self._render(system, rest)
             self._restore(eng, prompt, restored)
             grammar = _json_grammar(plan.schema)
@@ -478,7 +486,10 @@ class ChatToolweave(BaseChatModel):
         msgs = template_messages(rest, caller.fmt)
         if self._stores_states:
             self._restore(eng, caller.prompt_tokens(msgs), restored)
-        text = plan.kind == "auto" and not self._wants_call(caller, rest, msgs)
+        # tool_choice "none" with tools bound: a text (or JSON) answer on the tool prompt.
+        text = plan.kind in ("text", "json") or (
+            plan.kind == "auto" and not self._wants_call(caller, rest, msgs)
+        )
         if not text and plan.kind == "auto" and self.auto_calls == "user_turn":
             earlier = calls_since_user(rest)
             if earlier:

@@ -39,7 +39,11 @@ class RequestPlan:
     """What one request decodes: `call` (one of `specs`), `auto` (the model may call;
     if it answers instead, the answer is JSON under `schema` when one is set, as when an
     agent asks for tools and a structured response together), `text`, `json` (under
-    `schema`) or `grammar` (text under ``extra["grammar"]``)."""
+    `schema`) or `grammar` (text under ``extra["grammar"]``).
+
+    A `text` or `json` plan with `specs` comes from ``tool_choice="none"`` with tools
+    bound: the answer may not call, but the tools stay in the prompt (as in OpenAI's
+    API), so the prompt is the one a call would have seen."""
 
     kind: PlanKind
     specs: tuple[ToolSpec, ...] = ()
@@ -60,7 +64,8 @@ def plan_request(
     # Read-only tools (annotations, then name and description) get provisional calls.
     specs = tuple(with_read_only([ToolSpec.from_dict(t) for t in tools or ()]))
     if not specs or tool_choice == "none":
-        return RequestPlan("text") if schema is None else RequestPlan("json", schema=schema)
+        kind: PlanKind = "text" if schema is None else "json"
+        return RequestPlan(kind, specs, schema=schema)
     wanted = tool_choice_name(tool_choice)
     if wanted is not None:
         return RequestPlan("call", tuple(s for s in specs if s.name == wanted))

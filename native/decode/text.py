@@ -3,7 +3,9 @@
 The chat model uses it for answers that are not tool calls (plain text, or JSON text
 under a grammar for structured output). It shares `prefill_prompt`, so its prompt
 reuses whatever the tool-call decoders left cached, and it reports `CallEvent`s and a
-`CallResult` like every other decoder.
+`CallResult` like every other decoder. A finished answer stays cached after its prompt
+(`engine.seq_tokens` records it): the next prompt of a chat repeats it, and only what
+follows it is prefilled.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ def generate_text(
         text = ""
         reason = "length"
         t_first: float | None = None
+        in_cache = 0  # output tokens whose KV state the sequence holds
         try:
             while len(tokens) < max_tokens:
                 if matcher is not None and matcher.stopped:
@@ -93,8 +96,14 @@ def generate_text(
                     break
                 pos = len(prompt) + len(tokens) - 1
                 logits = engine.forward([BatchToken(token, pos, (seq,), True)])[0]
+                in_cache = len(tokens)
+        except BaseException:
+            in_cache = 0  # cancelled or failed: keep the prompt only
+            raise
         finally:
-            engine.seq_remove(seq, len(prompt))  # keep the prompt cached, drop the answer
+            # The answer stays cached after its prompt: the next prompt of a chat holds it.
+            engine.seq_remove(seq, len(prompt) + in_cache)
+            engine.seq_tokens[seq] = [*prompt, *tokens[:in_cache]]
         total_ms = (time.perf_counter() - pre.t0) * 1000
         passes = engine.counters.forward_passes - passes0
     if reason != "stop" or not stop:

@@ -76,6 +76,8 @@ log = logging.getLogger("toolweave.states")
 
 _SESSIONS_KEPT = 1024  # sessions whose last prompt is remembered (for their divergence point)
 _RESTORE_TRIES = 3  # saved states tried per request when the chosen one proves unusable
+_LATER_WAIT_S = 2.0  # how long a deferred save waits for a quiet engine before giving up
+_LATER_QUIET_S = 0.2  # the quiet spell (no forward pass) a deferred save waits for
 
 
 def store_costs(table: CostTable) -> StoreCosts:
@@ -138,7 +140,7 @@ class _Entry:
     session: str
     n_bytes: int
     last_used: float
-    data: bytes | None = None
+    data: bytes | bytearray | None = None
     path: Path | None = None
     file_bytes: int = 0
     pending: Future[None] | None = field(default=None, repr=False)
@@ -205,6 +207,7 @@ class StateStore:
         self._sessions: OrderedDict[str, NDArray[np.int32]] = OrderedDict()
         #: (engine, sequence) -> the session whose prompt the store left there, and it.
         self._owners: dict[tuple[int, int], tuple[str, NDArray[np.int32]]] = {}
+        self._later: dict[tuple[int, int], int] = {}  # the newest deferred save per sequence
         self._models: dict[str, tuple[str, bool]] = {}
         self._writer: ThreadPoolExecutor | None = None
         self.write_errors: list[str] = []
@@ -524,13 +527,90 @@ class StateStore:
             entry = self._entries.get(key)
             return None if entry is None else entry.public()
 
-    def _save(self, engine: Engine, seq: int, tokens: list[int], model: str, session: str) -> float:
+    def save_later(self, engine: Engine, seq: int) -> None:
+        """Save what `seq` holds once the request using it has let the engine go.
+
+        A chat model calls this after each request: its prompt and the response kept
+        after it are what the session's next prompt extends, which the divergence
+        checkpoint no longer catches (the live sequence already reaches past it). The
+        writer thread waits until the engine has been quiet for `_LATER_QUIET_S` (an
+        agent's next request usually follows at once: the save is then left to the
+        newer request's, so a burst costs one save), makes the buffer's pages off the
+        engine lock, then copies the state under it (a few ms). A state that saved ones
+        already cover, a busy engine (longer than `_LATER_WAIT_S`) or a closed one is
+        skipped. `flush()` waits for it."""
+        key = (id(engine), seq)
+        with self._lock:
+            ticket = self._later.get(key, 0) + 1
+            self._later[key] = ticket
+        self._submit(self._save_later_job, engine, seq, ticket)
+
+    def _superseded(self, engine: Engine, seq: int, ticket: int) -> bool:
+        with self._lock:
+            return self._later.get((id(engine), seq)) != ticket
+
+    def _save_later_job(self, engine: Engine, seq: int, ticket: int) -> None:
+        passes = -1
+        deadline = time.monotonic() + _LATER_WAIT_S
+        while passes != engine.counters.forward_passes:  # until a quiet spell
+            if self._superseded(engine, seq, ticket) or time.monotonic() > deadline:
+                return
+            passes = engine.counters.forward_passes
+            time.sleep(_LATER_QUIET_S)
+        if self._superseded(engine, seq, ticket):
+            return
+        try:
+            with engine.lock:
+                if engine.released or not engine.seq_tokens.get(seq):
+                    return
+                size = engine.state_size(seq)
+        except EngineError:
+            return  # closed or released meanwhile
+        # Zero-filled, so every page is made here, not under the lock; with room for a
+        # few more tokens should a request slip in between.
+        buf = bytearray(size + size // 16)
+        if not engine.lock.acquire(timeout=_LATER_WAIT_S):
+            return
+        try:
+            with self._lock:
+                model, truncatable = self._model(engine)
+                tokens = list(engine.seq_tokens.get(seq, []))
+                if engine.released or not tokens or not truncatable:
+                    return
+                if engine.seq_len(seq) != len(tokens):
+                    return
+                arr = np.asarray(tokens, dtype=np.int32)
+                usable = self._usable(model, engine.n_ctx)
+                covered = max((common_prefix(e.tokens, arr) for e in usable), default=0)
+                costs = self._estimator.costs()
+                if not self.policy.should_checkpoint(
+                    divergence=len(tokens), covered=covered, prompt_len=len(tokens), costs=costs
+                ):
+                    return
+                owner = self._owner(engine, seq)
+                session = owner[0] if owner else f"seq{seq}"
+                self._save(engine, seq, tokens, model, session, into=buf)
+                self._enforce_bounds(model, costs)
+        except EngineError:
+            return
+        finally:
+            engine.lock.release()
+
+    def _save(
+        self,
+        engine: Engine,
+        seq: int,
+        tokens: list[int],
+        model: str,
+        session: str,
+        into: bytearray | None = None,
+    ) -> float:
         t0 = time.perf_counter()
         key = state_key(model, tokens)
         if key in self._entries:
             self._entries[key].last_used = time.time()
             return 0.0
-        data = engine.state_get(seq)
+        data = engine.state_get(seq, into)
         if self.learn_costs:
             self._estimator.observe_save(len(tokens), (time.perf_counter() - t0) * 1000)
         entry = _Entry(
@@ -645,7 +725,7 @@ class StateStore:
             self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolweave-states")
         return self._writer.submit(fn, *args)
 
-    def _write_job(self, entry: _Entry, data: bytes) -> None:
+    def _write_job(self, entry: _Entry, data: bytes | bytearray) -> None:
         if self.directory is None:
             return
         path = self.directory / f"{entry.key}{SUFFIX}"
