@@ -8,6 +8,7 @@ reuse the longest common prompt prefix already in the KV cache.
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
@@ -23,11 +24,13 @@ from toolweave.formats import (
     get_format,
 )
 from toolweave.grammar.call import call_grammar, syntax_grammar_gap, value_grammar
+from toolweave.grammar.syntax_call import RAW_LAYOUTS, call_parts
 from toolweave.modes import check_mode
 from toolweave.native.calibration import CostTable, engine_costs
 from toolweave.native.chat import chat_text, chat_tokens
 from toolweave.native.constraints import TokenMatcher, vocabulary_for
 from toolweave.native.decode.plan import DecodePlan
+from toolweave.native.decode.response import _SENTINEL as ARGUMENTS_SENTINEL
 from toolweave.native.decode.response import ResponseDecoder, ResponseStart, Speculation
 from toolweave.native.decode.values import parallel_pays
 from toolweave.native.engine import Engine
@@ -44,7 +47,7 @@ from toolweave.toolspec import ToolCall, ToolSpec
 if TYPE_CHECKING:
     from toolweave.native.baselines.grammar import GrammarBaseline
 
-__all__ = ["CallEvent", "ToolCaller", "session_texts", "template_format"]
+__all__ = ["CallEvent", "ToolCaller", "json_arguments", "session_texts", "template_format"]
 
 
 def _request_text(request: str | Sequence[Message]) -> str:
@@ -89,7 +92,8 @@ def session_texts(request: str | Sequence[Message]) -> tuple[str, ...]:
 def template_format(template: str | None) -> CallFormat:
     """The call format a chat template's model writes: its own syntax read off the
     template (`detect_call_format`) where that is not a built-in format and the call
-    grammar covers it, else the format picked by name (`format_for_chat_template`)."""
+    grammar covers it (layouts json, named-json, xml and python without slots), else the
+    format picked by name (`format_for_chat_template`)."""
     picked = format_for_chat_template(template)
     if template is None:
         return picked
@@ -100,6 +104,31 @@ def template_format(template: str | None) -> CallFormat:
     if isinstance(detected, SyntaxFormat) and syntax_grammar_gap(detected.syntax) is None:
         return detected
     return picked
+
+
+class _DecoderFormat(SyntaxFormat):
+    """A syntax whose arguments are not one JSON object (xml, python), as the response
+    decoder reads formats: it finds a call's head (the text before its first argument)
+    and tail by writing a call whose one argument is a sentinel and looking for that
+    argument as JSON (``"<sentinel>":0``). This view writes that call as head + the JSON
+    sentinel + tail, and everything else as the format itself does."""
+
+    def __init__(self, fmt: SyntaxFormat) -> None:
+        super().__init__(fmt.syntax, fmt.name, tuple(fmt.tools.values()))
+
+    def serialize_call(self, call: ToolCall) -> str:
+        if list(call.arguments) != [ARGUMENTS_SENTINEL]:
+            return super().serialize_call(call)
+        head, tail = call_parts(self, call.name)
+        marker = json.dumps(ARGUMENTS_SENTINEL) + ":0"
+        return self.syntax.open + head + marker + tail + self.syntax.close
+
+
+def json_arguments(fmt: CallFormat) -> bool:
+    """Whether `fmt` writes a call's arguments as one JSON object: what `fast` value
+    drafts and their write-back are built for."""
+    syntax = fmt.syntax if isinstance(fmt, SyntaxFormat) else None
+    return syntax is None or syntax.layout not in RAW_LAYOUTS
 
 
 #: Tokens per argument value assumed before any value was seen (BFCL-like calls).
@@ -147,6 +176,13 @@ class ToolCaller:
         if isinstance(fmt, str):
             fmt = get_format(fmt)
         self.fmt: CallFormat = fmt or template_format(self.chat_template)
+        if isinstance(self.fmt, SyntaxFormat):  # xml values typed by these tools' schemas
+            self.fmt = self.fmt.with_tools(self.tools)
+        # What the response decoder is given: the format itself, or for xml and python
+        # the view that shows it where a call's arguments start and end.
+        self._decoder_fmt: CallFormat = self.fmt
+        if isinstance(self.fmt, SyntaxFormat) and not json_arguments(self.fmt):
+            self._decoder_fmt = _DecoderFormat(self.fmt)
         self.max_calls = max_calls
         self.max_tokens = max_tokens
         self.system = system
@@ -245,7 +281,10 @@ class ToolCaller:
                 raise ConstraintError("the caller's sequence collides with value branches")
         return Speculation(
             costs=costs,
-            value_grammar=self._value_grammar,
+            # Value drafts are JSON values written back as JSON members: for a syntax
+            # writing each argument apart (xml, python) `fast` and `lossless` decode the
+            # values as `jump` does (forecasts, verified, still run).
+            value_grammar=self._value_grammar if json_arguments(self.fmt) else None,
             branch_seqs=branch_seqs,
             batch_pays=batch_pays,
             parallel_pays=values_pay,
@@ -280,7 +319,7 @@ class ToolCaller:
                     session_texts(request) if self.session_drafts and plan.forecasts else (),
                 ),
                 grammar=self.grammar,
-                fmt=self.fmt,
+                fmt=self._decoder_fmt,
                 tools=self.by_name,
                 max_tokens=self.max_tokens,
                 speculation=speculation,

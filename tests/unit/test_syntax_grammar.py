@@ -1,4 +1,5 @@
-"""The call grammar of syntaxes read off chat templates (layouts json and named-json).
+"""The call grammar of syntaxes read off chat templates (layouts json, named-json, xml,
+typed xml and python).
 
 Checked with llguidance on a byte-level tokenizer (no model): a text is accepted when
 every byte is allowed and the matcher accepts after the last one. The templates are
@@ -7,6 +8,7 @@ llama.cpp's (`tests/data/templates`, as in test_template_syntax.py).
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import llguidance
@@ -78,16 +80,34 @@ SUPPORTED = {
     "meetkai-functionary-medium-v3.1.jinja": "named-json",
     "meetkai-functionary-medium-v3.2.jinja": "named-json",
     "openai-gpt-oss-120b.jinja": "named-json",
+    "Qwen3.5-4B.jinja": "xml",
+    "Qwen3-Coder.jinja": "xml",
+    "NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja": "xml",
+    "ByteDance-Seed-OSS.jinja": "xml",
+    "StepFun3.5-Flash.jinja": "xml",
+    "GLM-4.6.jinja": "xml",
+    "GLM-4.7-Flash.jinja": "xml",
+    "poolside-Laguna-XS-2.1.jinja": "xml",
+    "MiniMax-M2.jinja": "xml",
+    "openbmb-MiniCPM5-1B.jinja": "xml",
+    "tencent-Hy3.jinja": "xml",
+    "google-gemma-4-31B-it.jinja": "xml",
+    "deepseek-ai-DeepSeek-V3.2.jinja": "xml",
+    "deepseek-ai-DeepSeek-V4.jinja": "xml",
+    "LFM2.5-8B-A1B.jinja": "python",
 }
+#: The typed xml syntaxes among them (string values marked apart from the others).
+TYPED = (
+    "google-gemma-4-31B-it.jinja",
+    "deepseek-ai-DeepSeek-V3.2.jinja",
+    "deepseek-ai-DeepSeek-V4.jinja",
+)
 
 #: Templates whose syntax is read but has no call grammar yet, and what the error names.
 UNSUPPORTED = {
     "Mistral-Small-3.2-24B-Instruct-2506.jinja": "id",
     "moonshotai-Kimi-K2.jinja": "index",
     "upstage-Solar-Open-100B.jinja": "id",
-    "Qwen3.5-4B.jinja": "xml",
-    "google-gemma-4-31B-it.jinja": "xml",
-    "LFM2.5-8B-A1B.jinja": "python",
 }
 
 
@@ -123,9 +143,25 @@ def accepts(grammar: str, text: str) -> bool:
 
 
 def syntax_format(name: str) -> SyntaxFormat:
+    """The template's syntax, reading xml values by the test tools' schemas (as the
+    caller does)."""
     fmt = detect_call_format(template(name))
     assert isinstance(fmt, SyntaxFormat), fmt
-    return fmt
+    return fmt.with_tools(TOOLS)
+
+
+def _loose(fmt: SyntaxFormat, good: str) -> str:
+    """`good` (a call of set_light with level 3) with a space before the level's value."""
+    s = fmt.syntax
+    if s.layout == "python":
+        loose = good.replace("level=3", "level= 3")
+    elif s.layout == "xml":
+        opening = "level" + s.key_close + (s.other_open if s.typed else "")
+        loose = good.replace(opening + "3", opening + " 3")
+    else:
+        loose = good.replace('"level":3', '"level": 3')
+    assert loose != good
+    return loose
 
 
 @pytest.mark.parametrize(("name", "layout"), sorted(SUPPORTED.items()))
@@ -162,7 +198,8 @@ def test_grammar_keeps_to_the_canonical_call(name: str) -> None:
         fmt.serialize([ToolCall("set_light", {"room": "kitchen", "level": 3, "x": 1})]),
         fmt.serialize([ToolCall("set_light", {"room": "garage", "level": 3})]),
         fmt.serialize([ToolCall("set_light", {"room": "kitchen"})]),
-        good.replace('"level":3', '"level": 3'),
+        fmt.serialize([ToolCall("set_light", {"room": "kitchen", "level": "three"})]),
+        _loose(fmt, good),
         fmt.serialize([]),
     ]
     for text in bad:
@@ -243,3 +280,89 @@ def test_caller_format_without_tool_syntax_is_unchanged() -> None:
     assert _template_format(chatml) is get_format("hermes")  # SmolLM2's kind of template
     assert _template_format(None) is get_format("json")
     assert _template_format(template("google-gemma-2-2b-it.jinja")) is get_format("json")
+
+
+#: One template per argument layout with raw values: plain xml, typed xml, python.
+RAW = ("Qwen3.5-4B.jinja", "GLM-4.6.jinja", "google-gemma-4-31B-it.jinja", "LFM2.5-8B-A1B.jinja")
+
+
+@pytest.mark.parametrize("name", RAW)
+def test_raw_values_are_bounded_and_typed(name: str) -> None:
+    """A string value is raw text of at most maxLength characters (any character, a
+    newline too, in xml), another value JSON (a Python literal in python)."""
+    fmt = syntax_format(name)
+    grammar = call_grammar(fmt, TOOLS[:2])
+    for city in ("x" * 16, "", "São Paulo", "a\nb" if fmt.syntax.layout == "xml" else "a b"):
+        text = fmt.serialize([ToolCall("get_time", {"city": city})])
+        assert accepts(grammar, text), text
+        assert fmt.parse(text) == [ToolCall("get_time", {"city": city})]
+    assert not accepts(grammar, fmt.serialize([ToolCall("get_time", {"city": "x" * 17})]))
+    # An integer written as text; where strings are marked (typed xml, python), also an
+    # integer written as a string and a string written as a number. (Plain xml writes
+    # both as the same text as the right value: there they are that value.)
+    wrong = [ToolCall("set_light", {"room": "hall", "level": "three"})]
+    if fmt.syntax.layout == "python" or fmt.syntax.typed:
+        wrong += [
+            ToolCall("set_light", {"room": "hall", "level": "3"}),
+            ToolCall("get_time", {"city": 3}),
+        ]
+    for call in wrong:
+        assert not accepts(grammar, fmt.serialize([call])), call
+
+
+@pytest.mark.parametrize("name", [n for n in RAW if n != "LFM2.5-8B-A1B.jinja"])
+def test_raw_string_cannot_hold_its_closing_marker(name: str) -> None:
+    """The parser ends a raw string at the first marker closing it (with any whitespace
+    around it): the grammar keeps the marker out of the text, so what is written is what
+    is read back."""
+    fmt = syntax_format(name)
+    s = fmt.syntax
+    close = (s.string_close or s.value_close) if s.typed else s.value_close
+    grammar = call_grammar(fmt, TOOLS[1:2])
+    for city in (f"a{close.strip()}b", f"{close.strip()}", f"a {close.strip()}"):
+        text = fmt.serialize([ToolCall("get_time", {"city": city})])
+        assert not accepts(grammar, text), text
+        with contextlib.suppress(CallFormatError):  # why it must not be: read otherwise
+            assert fmt.parse(text) != [ToolCall("get_time", {"city": city})]
+    # A prefix of the marker is text like any other.
+    half = close.strip()[:-1]
+    text = fmt.serialize([ToolCall("get_time", {"city": half})])
+    assert accepts(grammar, text) and fmt.parse(text) == [ToolCall("get_time", {"city": half})]
+
+
+def test_raw_enum_values_are_the_members_text() -> None:
+    fmt = syntax_format("Qwen3.5-4B.jinja")
+    grammar = call_grammar(fmt, TOOLS[:1])
+    good = fmt.serialize([ToolCall("set_light", {"room": "bedroom", "level": 0})])
+    assert "\nbedroom\n" in good and accepts(grammar, good)
+    assert not accepts(grammar, good.replace("bedroom", '"bedroom"'))
+    assert not accepts(grammar, good.replace("bedroom", "bedroo"))
+
+
+def test_typed_xml_marks_strings_only() -> None:
+    fmt = syntax_format("google-gemma-4-31B-it.jinja")
+    grammar = call_grammar(fmt, TOOLS[:1])
+    good = fmt.serialize([ToolCall("set_light", {"room": "hall", "level": 3, "label": "a,b}"})])
+    assert good == (
+        '<|tool_call>call:set_light{room:<|"|>hall<|"|>,level:3,label:<|"|>a,b}<|"|>}'
+        "<tool_call|><|tool_response>"
+    )
+    assert accepts(grammar, good)
+    assert not accepts(grammar, good.replace('<|"|>hall<|"|>', "hall"))
+    assert not accepts(grammar, good.replace("level:3", 'level:<|"|>3<|"|>'))
+
+
+def test_raw_string_with_a_pattern_is_refused() -> None:
+    spec = ToolSpec.from_dict(
+        {
+            "name": "lookup",
+            "parameters": {
+                "type": "object",
+                "properties": {"code": {"type": "string", "pattern": "^[A-Z]{3}$"}},
+                "required": ["code"],
+            },
+        }
+    )
+    with pytest.raises(ConstraintError, match="pattern"):
+        call_grammar(syntax_format("Qwen3.5-4B.jinja"), [spec])
+    call_grammar(syntax_format("mistralai-Ministral-3-14B-Reasoning-2512.jinja"), [spec])

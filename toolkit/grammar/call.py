@@ -28,6 +28,7 @@ from toolweave.formats import CallFormat
 from toolweave.formats.base import dump_json
 from toolweave.formats.syntax import CALL_ID, INDEX, CallSyntax, SyntaxFormat
 from toolweave.grammar.lexemes import Flavor, lark_literal
+from toolweave.grammar.syntax_call import RAW_LAYOUTS, raw_call_rule
 from toolweave.grammar.value import MAX_ARRAY_ITEMS, MAX_STRING_CHARS, compile_value
 from toolweave.toolspec import ToolCall, ToolSpec
 
@@ -51,8 +52,9 @@ JSON_LAYOUTS: Mapping[str, tuple[str, str]] = {
     "llama3": ("name", "parameters"),
 }
 
-#: Layouts of a detected `CallSyntax` the call grammar covers: arguments as one JSON object.
-SYNTAX_LAYOUTS: tuple[str, ...] = ("json", "named-json")
+#: Layouts of a detected `CallSyntax` the call grammar covers: arguments as one JSON
+#: object, or one element per argument (`toolweave.grammar.syntax_call`).
+SYNTAX_LAYOUTS: tuple[str, ...] = ("json", "named-json", *RAW_LAYOUTS)
 
 #: The one argument of the call serialized to find the text around the arguments object.
 _SENTINEL = "__toolweave_arguments__"
@@ -160,6 +162,11 @@ def _syntax_grammar(fmt: SyntaxFormat, tools: Sequence[ToolSpec], max_calls: int
     lines = [f"start: {opening}{calls}{closing}"]
     lines.append("call: " + " | ".join(f"t{i}" for i in range(len(tools))))
     for i, spec in enumerate(tools):
+        if s.layout in RAW_LAYOUTS:
+            expr, rules = raw_call_rule(fmt, spec, i)
+            lines.append(f"t{i}: {expr}")
+            lines.extend(rules)
+            continue
         params = _canonical_parameters(spec)
         root, rules = compile_value(params, rule_prefix=f"a{i}", root=params)
         head, tail = _around_arguments(fmt, spec.name)
