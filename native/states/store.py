@@ -222,12 +222,18 @@ class StateStore:
 
     # ------------------------------------------------------------------ lifecycle
     def flush(self) -> None:
-        """Wait until every pending file write and delete has finished."""
+        """Wait until every deferred save, file write and delete has finished."""
+        self._barrier()  # deferred saves queue their file writes as they run
         with self._lock:
             pending = [e.pending for e in self._entries.values() if e.pending is not None]
-            writer = self._writer
         for fut in pending:
             fut.result()
+        self._barrier()  # and writes may queue deletes
+
+    def _barrier(self) -> None:
+        """Wait for what the writer thread has queued so far."""
+        with self._lock:
+            writer = self._writer
         if writer is not None:
             # Shut down at interpreter exit (before atexit callbacks): its queue already ran.
             with contextlib.suppress(RuntimeError):
