@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+import warnings
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -23,12 +24,13 @@ from toolweave.formats import (
     format_for_chat_template,
     get_format,
 )
+from toolweave.formats.syntax import CALL_ID, INDEX
 from toolweave.grammar.call import call_grammar, syntax_grammar_gap, value_grammar
 from toolweave.grammar.syntax_call import RAW_LAYOUTS, call_parts
 from toolweave.modes import check_mode
 from toolweave.native.calibration import CostTable, engine_costs
 from toolweave.native.chat import chat_text, chat_tokens
-from toolweave.native.constraints import TokenMatcher, vocabulary_for
+from toolweave.native.constraints import TokenMatcher, Vocabulary, vocabulary_for
 from toolweave.native.decode.plan import DecodePlan
 from toolweave.native.decode.response import _SENTINEL as ARGUMENTS_SENTINEL
 from toolweave.native.decode.response import ResponseDecoder, ResponseStart, Speculation
@@ -47,7 +49,14 @@ from toolweave.toolspec import ToolCall, ToolSpec
 if TYPE_CHECKING:
     from toolweave.native.baselines.grammar import GrammarBaseline
 
-__all__ = ["CallEvent", "ToolCaller", "json_arguments", "session_texts", "template_format"]
+__all__ = [
+    "CallEvent",
+    "ToolCaller",
+    "json_arguments",
+    "session_texts",
+    "special_marker",
+    "template_format",
+]
 
 
 def _request_text(request: str | Sequence[Message]) -> str:
@@ -131,6 +140,26 @@ def json_arguments(fmt: CallFormat) -> bool:
     return syntax is None or syntax.layout not in RAW_LAYOUTS
 
 
+def special_marker(engine: Engine, vocab: Vocabulary, fmt: SyntaxFormat) -> str | None:
+    """The first marker of `fmt`'s syntax that the engine's tokenizer turns, from plain
+    text, into a token llguidance reads as a special token (None: none does). No call
+    grammar can be decoded through such a marker: the grammar asks for its text, the
+    tokenizer writes the token, and llguidance rejects the token (Gemma 4's
+    ``<|tool_call>`` and ``<|"|>`` on its vocabulary)."""
+    s = fmt.syntax
+    markers = [s.open, s.close, s.call_open, s.call_close, s.separator, s.name_close]
+    markers += [s.key_open, s.key_close, s.value_close, s.string_open, s.string_close]
+    markers += [s.other_open, s.arg_separator]
+    for marker in markers:
+        text = marker.replace(INDEX, "0").replace(CALL_ID, "id")
+        if not text.strip():
+            continue
+        tokens = engine.tokenize(text, parse_special=False)
+        if any(vocab.tokenizer.is_special_token(t) for t in tokens):
+            return marker
+    return None
+
+
 #: Tokens per argument value assumed before any value was seen (BFCL-like calls).
 TYPICAL_VALUE_TOKENS = 6.0
 
@@ -175,9 +204,25 @@ class ToolCaller:
         self.by_name = {t.name: t for t in self.tools}
         if isinstance(fmt, str):
             fmt = get_format(fmt)
+        self.vocab = vocabulary_for(engine)
         self.fmt: CallFormat = fmt or template_format(self.chat_template)
         if isinstance(self.fmt, SyntaxFormat):  # xml values typed by these tools' schemas
             self.fmt = self.fmt.with_tools(self.tools)
+            marker = special_marker(engine, self.vocab, self.fmt)
+            if marker is not None and fmt is not None:
+                raise ConstraintError(
+                    f"call syntax {self.fmt.name!r}: its marker {marker!r} is a special token "
+                    "of this vocabulary, which the call grammar cannot write"
+                )
+            if marker is not None:  # the template's own syntax: back to the picked format
+                picked = format_for_chat_template(self.chat_template)
+                warnings.warn(
+                    f"the chat template's call syntax {self.fmt.name!r} writes {marker!r}, a "
+                    f"special token of this vocabulary the call grammar cannot write: "
+                    f"decoding in the {picked.name!r} format instead",
+                    stacklevel=2,
+                )
+                self.fmt = picked
         # What the response decoder is given: the format itself, or for xml and python
         # the view that shows it where a call's arguments start and end.
         self._decoder_fmt: CallFormat = self.fmt
@@ -187,7 +232,6 @@ class ToolCaller:
         self.max_tokens = max_tokens
         self.system = system
         self.seq = seq
-        self.vocab = vocabulary_for(engine)
         self.grammar = call_grammar(self.fmt, self.tools, max_calls=max_calls)
         TokenMatcher(self.vocab, self.grammar)  # fail early on a grammar llguidance rejects
         self._grammar_baseline: GrammarBaseline | None = None
