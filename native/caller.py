@@ -186,7 +186,10 @@ class ToolCaller:
         """`chat_template` (a Jinja template's text) replaces the engine's chat template
         for this caller's prompts, and gives the call format when `fmt` is None: the
         syntax read off the template where the call grammar covers it, else the format
-        picked by name (`template_format`).
+        picked by name (`template_format`), or that format, with a warning, where the
+        template's syntax writes a marker this vocabulary makes a special token
+        (`special_marker`). In a syntax writing each argument apart (xml, python) `fast`
+        and `lossless` draft no values: they decode them as `jump` does.
         `session_drafts`: in `fast` and `lossless`, draft argument text from the
         conversation's earlier messages (verified, so the output is unchanged)."""
         if not tools:
