@@ -24,6 +24,7 @@ FIELDS = {
     "turn",
     "config",
     "phase",
+    "settle_ms",
 }
 
 
