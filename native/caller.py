@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-import warnings
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -54,7 +53,7 @@ __all__ = [
     "ToolCaller",
     "json_arguments",
     "session_texts",
-    "special_marker",
+    "special_tokens",
     "template_format",
 ]
 
@@ -140,24 +139,24 @@ def json_arguments(fmt: CallFormat) -> bool:
     return syntax is None or syntax.layout not in RAW_LAYOUTS
 
 
-def special_marker(engine: Engine, vocab: Vocabulary, fmt: SyntaxFormat) -> str | None:
-    """The first marker of `fmt`'s syntax that the engine's tokenizer turns, from plain
-    text, into a token llguidance reads as a special token (None: none does). No call
-    grammar can be decoded through such a marker: the grammar asks for its text, the
-    tokenizer writes the token, and llguidance rejects the token (Gemma 4's
+def special_tokens(engine: Engine, vocab: Vocabulary, fmt: SyntaxFormat) -> dict[str, int]:
+    """The special tokens (text -> id) the engine's tokenizer writes, from plain text,
+    inside `fmt`'s markers: llguidance matches such a token only as itself, never as
+    its text, so the call grammar must ask for the token there (Gemma 4's
     ``<|tool_call>`` and ``<|"|>`` on its vocabulary)."""
     s = fmt.syntax
     markers = [s.open, s.close, s.call_open, s.call_close, s.separator, s.name_close]
     markers += [s.key_open, s.key_close, s.value_close, s.string_open, s.string_close]
     markers += [s.other_open, s.arg_separator]
+    found: dict[str, int] = {}
     for marker in markers:
         text = marker.replace(INDEX, "0").replace(CALL_ID, "id")
         if not text.strip():
             continue
-        tokens = engine.tokenize(text, parse_special=False)
-        if any(vocab.tokenizer.is_special_token(t) for t in tokens):
-            return marker
-    return None
+        for token in engine.tokenize(text, parse_special=False):
+            if vocab.tokenizer.is_special_token(token):
+                found[engine.token_bytes(token).decode("utf-8", errors="replace")] = token
+    return found
 
 
 #: Tokens per argument value assumed before any value was seen (BFCL-like calls).
@@ -186,9 +185,9 @@ class ToolCaller:
         """`chat_template` (a Jinja template's text) replaces the engine's chat template
         for this caller's prompts, and gives the call format when `fmt` is None: the
         syntax read off the template where the call grammar covers it, else the format
-        picked by name (`template_format`), or that format, with a warning, where the
-        template's syntax writes a marker this vocabulary makes a special token
-        (`special_marker`). In a syntax writing each argument apart (xml, python) `fast`
+        picked by name (`template_format`); where the vocabulary writes a marker of the
+        syntax as a special token, the grammar asks for that token (`special_tokens`).
+        In a syntax writing each argument apart (xml, python) `fast`
         and `lossless` draft no values: they decode them as `jump` does.
         `session_drafts`: in `fast` and `lossless`, draft argument text from the
         conversation's earlier messages (verified, so the output is unchanged)."""
@@ -209,23 +208,11 @@ class ToolCaller:
             fmt = get_format(fmt)
         self.vocab = vocabulary_for(engine)
         self.fmt: CallFormat = fmt or template_format(self.chat_template)
+        #: Special tokens the syntax's markers are written with (text -> id).
+        self._special: dict[str, int] = {}
         if isinstance(self.fmt, SyntaxFormat):  # xml values typed by these tools' schemas
             self.fmt = self.fmt.with_tools(self.tools)
-            marker = special_marker(engine, self.vocab, self.fmt)
-            if marker is not None and fmt is not None:
-                raise ConstraintError(
-                    f"call syntax {self.fmt.name!r}: its marker {marker!r} is a special token "
-                    "of this vocabulary, which the call grammar cannot write"
-                )
-            if marker is not None:  # the template's own syntax: back to the picked format
-                picked = format_for_chat_template(self.chat_template)
-                warnings.warn(
-                    f"the chat template's call syntax {self.fmt.name!r} writes {marker!r}, a "
-                    f"special token of this vocabulary the call grammar cannot write: "
-                    f"decoding in the {picked.name!r} format instead",
-                    stacklevel=2,
-                )
-                self.fmt = picked
+            self._special = special_tokens(engine, self.vocab, self.fmt)
         # What the response decoder is given: the format itself, or for xml and python
         # the view that shows it where a call's arguments start and end.
         self._decoder_fmt: CallFormat = self.fmt
@@ -235,7 +222,9 @@ class ToolCaller:
         self.max_tokens = max_tokens
         self.system = system
         self.seq = seq
-        self.grammar = call_grammar(self.fmt, self.tools, max_calls=max_calls)
+        self.grammar = call_grammar(
+            self.fmt, self.tools, max_calls=max_calls, special_tokens=self._special
+        )
         TokenMatcher(self.vocab, self.grammar)  # fail early on a grammar llguidance rejects
         self._grammar_baseline: GrammarBaseline | None = None
         self._costs: CostTable | None = costs

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -67,11 +66,7 @@ class Loaded:
         self.model = model
         self.engine = Engine(model.path, n_ctx=1024, n_seq_max=8)
         # One tool: its name is forced, so every mode's call is checked against one schema.
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            self.caller = ToolCaller(self.engine, TOOLS[:1], max_tokens=64)
-        #: What the caller warned about (a template syntax it cannot decode in).
-        self.warnings = [str(w.message) for w in caught]
+        self.caller = ToolCaller(self.engine, TOOLS[:1], max_tokens=64)
         self.results: dict[str, CallResult] = {}
 
     def result(self, mode: str) -> CallResult:
@@ -132,14 +127,12 @@ OWN_SYNTAX = {
         "\n</parameter>\n<parameter=level>\n",
         "\n</parameter>\n</function>\n</tool_call>",
     ),
+    # Gemma 4's vocabulary writes <|tool_call>, <|"|> and <tool_call|> as special tokens.
+    "gemma4": ('<|tool_call>call:set_light{room:<|"|>', "}<tool_call|><|tool_response>"),
 }
 #: Zoo families whose template syntax writes each argument apart (xml): `fast` and
 #: `lossless` draft no values there and decode as `jump` does.
-RAW_ARGUMENTS = ("qwen35",)
-#: Zoo families whose template syntax is written, but whose vocabulary makes one of its
-#: markers a token llguidance reads as special: the caller warns and keeps the format
-#: picked by name (Gemma 4's ``<|tool_call>``).
-SPECIAL_MARKERS = ("gemma4",)
+RAW_ARGUMENTS = ("qwen35", "gemma4")
 CALL = ToolCall("set_light", {"room": "kitchen", "level": 3})
 
 
@@ -225,15 +218,12 @@ def test_zoo_caller_decodes_in_the_templates_own_syntax(loaded: Loaded) -> None:
     (its markers in the raw text) and the format parses it back; elsewhere the caller
     keeps the format picked by name."""
     name, caller = loaded.model.family.name, loaded.caller
-    if name in SPECIAL_MARKERS:
-        assert isinstance(template_format(loaded.engine.chat_template), SyntaxFormat)
-        assert len(loaded.warnings) == 1 and "special token" in loaded.warnings[0]
-    else:
-        assert not loaded.warnings, loaded.warnings
     if name not in OWN_SYNTAX:
         assert caller.fmt is format_for_chat_template(loaded.engine.chat_template)
         return
     assert isinstance(caller.fmt, SyntaxFormat), caller.fmt
+    # Only Gemma 4's vocabulary writes markers of its syntax as special tokens.
+    assert ("<[" in caller.grammar) == (name == "gemma4"), caller.grammar
     for mode in MODES:
         result = loaded.result(mode)
         for marker in OWN_SYNTAX[name]:

@@ -19,6 +19,7 @@ from toolweave.formats import CallFormat, SyntaxFormat, format_for_chat_template
 from toolweave.formats.detect import detect_call_format
 from toolweave.formats.syntax import CallSyntax
 from toolweave.grammar.call import SYNTAX_LAYOUTS, call_grammar, syntax_grammar_gap
+from toolweave.grammar.syntax_call import marker_text
 from toolweave.toolspec import ToolCall, ToolSpec
 
 TEMPLATES = Path(__file__).parents[1] / "data" / "templates"
@@ -366,3 +367,19 @@ def test_raw_string_with_a_pattern_is_refused() -> None:
     with pytest.raises(ConstraintError, match="pattern"):
         call_grammar(syntax_format("Qwen3.5-4B.jinja"), [spec])
     call_grammar(syntax_format("mistralai-Ministral-3-14B-Reasoning-2512.jinja"), [spec])
+
+
+def test_markers_holding_special_tokens_match_the_tokens() -> None:
+    """Where a vocabulary writes a marker as a special token, the grammar asks for the
+    token (``<[id]>``) there: in the reply's markers, the call's head and tail and the
+    markers of values, raw strings included (the text then ends before the token)."""
+    assert marker_text("<|tool_call>call:f{", {"<|tool_call>": 48}) == '<[48]> "call:f{"'
+    assert marker_text('a<|"|>b<|"|>', {'<|"|>': 52, "<|": 7}) == '"a" <[52]> "b" <[52]>'
+    assert marker_text("plain", {}) == '"plain"' and marker_text("", {"x": 1}) == ""
+    fmt = syntax_format("google-gemma-4-31B-it.jinja")
+    special = {"<|tool_call>": 48, "<tool_call|>": 49, '<|"|>': 52}
+    grammar = call_grammar(fmt, TOOLS, special_tokens=special)
+    assert "<[48]>" in grammar and "<[49]>" in grammar and "<[52]>" in grammar
+    for name in special:  # no marker left as text
+        assert name not in grammar.replace("\\", ""), name
+    assert call_grammar(fmt, TOOLS) == call_grammar(fmt, TOOLS, special_tokens={})

@@ -28,7 +28,7 @@ from toolweave.formats import CallFormat
 from toolweave.formats.base import dump_json
 from toolweave.formats.syntax import CALL_ID, INDEX, CallSyntax, SyntaxFormat
 from toolweave.grammar.lexemes import Flavor, lark_literal
-from toolweave.grammar.syntax_call import RAW_LAYOUTS, raw_call_rule
+from toolweave.grammar.syntax_call import RAW_LAYOUTS, marker_text, raw_call_rule
 from toolweave.grammar.value import MAX_ARRAY_ITEMS, MAX_STRING_CHARS, compile_value
 from toolweave.toolspec import ToolCall, ToolSpec
 
@@ -144,50 +144,64 @@ def _around_arguments(fmt: SyntaxFormat, name: str) -> tuple[str, str]:
     return s.call_open + body[:i], body[i + len(marker) :] + s.call_close
 
 
-def _syntax_grammar(fmt: SyntaxFormat, tools: Sequence[ToolSpec], max_calls: int | None) -> str:
+def _syntax_grammar(
+    fmt: SyntaxFormat,
+    tools: Sequence[ToolSpec],
+    max_calls: int | None,
+    special: Mapping[str, int] | None = None,
+) -> str:
     s = fmt.syntax
     gap = syntax_grammar_gap(s)
     if gap is not None:
         raise ConstraintError(f"call syntax {fmt.name!r}: {gap}")
     if not s.multiple:
         max_calls = 1
-    sep = f"{lark_literal(s.separator)} " if s.separator else ""
+    sep = f"{marker_text(s.separator, special)} " if s.separator else ""
     calls = "call"
     if max_calls is None:
         calls = f"call ({sep}call)*"
     elif max_calls > 1:
         calls = f"call ({sep}call){{0,{max_calls - 1}}}"
-    opening = f"{lark_literal(s.open)} " if s.open else ""
-    closing = f" {lark_literal(s.close)}" if s.close else ""
+    opening = f"{marker_text(s.open, special)} " if s.open else ""
+    closing = f" {marker_text(s.close, special)}" if s.close else ""
     lines = [f"start: {opening}{calls}{closing}"]
     lines.append("call: " + " | ".join(f"t{i}" for i in range(len(tools))))
     for i, spec in enumerate(tools):
         if s.layout in RAW_LAYOUTS:
-            expr, rules = raw_call_rule(fmt, spec, i)
+            expr, rules = raw_call_rule(fmt, spec, i, special)
             lines.append(f"t{i}: {expr}")
             lines.extend(rules)
             continue
         params = _canonical_parameters(spec)
         root, rules = compile_value(params, rule_prefix=f"a{i}", root=params)
         head, tail = _around_arguments(fmt, spec.name)
-        pieces = [lark_literal(head)] if head else []
+        pieces = [marker_text(head, special)] if head else []
         pieces.append(root)
         if tail:
-            pieces.append(lark_literal(tail))
+            pieces.append(marker_text(tail, special))
         lines.append(f"t{i}: " + " ".join(pieces))
         lines.extend(rules)
     return "\n".join(lines) + "\n"
 
 
-def call_grammar(fmt: CallFormat, tools: Sequence[ToolSpec], *, max_calls: int | None = 1) -> str:
+def call_grammar(
+    fmt: CallFormat,
+    tools: Sequence[ToolSpec],
+    *,
+    max_calls: int | None = 1,
+    special_tokens: Mapping[str, int] | None = None,
+) -> str:
     """Lark grammar of a response holding 1..max_calls calls (None: unbounded; a syntax
-    writing one call per message, one)."""
+    writing one call per message, one). `special_tokens` (a `SyntaxFormat` only: a
+    special token's text -> its id) makes each occurrence of that text in the syntax's
+    markers match the token itself, which is how a tokenizer writes it (Gemma 4's
+    ``<|tool_call>``)."""
     if not tools:
         raise ConstraintError("a call grammar needs at least one tool")
     if isinstance(fmt, SyntaxFormat):
         if max_calls is not None and max_calls < 1:
             raise ConstraintError("max_calls must be at least 1")
-        return _syntax_grammar(fmt, tools, max_calls)
+        return _syntax_grammar(fmt, tools, max_calls, special_tokens)
     if fmt.name not in JSON_LAYOUTS:
         raise ConstraintError(
             f"format {fmt.name!r} has no call grammar yet; use one of {sorted(JSON_LAYOUTS)}"

@@ -31,13 +31,35 @@ from toolweave.grammar.lexemes import lark_literal
 from toolweave.grammar.value import MAX_STRING_CHARS, ValueGrammar, compile_value
 from toolweave.toolspec import ToolSpec
 
-__all__ = ["RAW_LAYOUTS", "call_parts", "raw_call_rule", "string_typed"]
+__all__ = ["RAW_LAYOUTS", "call_parts", "marker_text", "raw_call_rule", "string_typed"]
 
 #: Layouts whose calls this module builds (the others hold one JSON object).
 RAW_LAYOUTS: tuple[str, ...] = ("xml", "python")
 
 #: Python literals as `to_literal` writes them: ", " between items, ": " after a key.
 _PYTHON = ValueGrammar(item_separator=", ", key_separator=": ")
+
+
+def marker_text(text: str, special: Mapping[str, int] | None = None) -> str:
+    """Lark text matching exactly `text`, each occurrence of a key of `special` (a
+    special token's text -> its id) matched as that token (``<[id]>``), which is how a
+    tokenizer writes it and the only way llguidance matches it."""
+    if not special:
+        return lark_literal(text) if text else ""
+    names = sorted((name for name in special if name), key=len, reverse=True)
+    pieces: list[str] = []
+    rest = text
+    while rest:
+        hits = [(rest.find(name), name) for name in names if name in rest]
+        if not hits:
+            pieces.append(lark_literal(rest))
+            break
+        at, name = min(hits, key=lambda hit: (hit[0], -len(hit[1])))
+        if at:
+            pieces.append(lark_literal(rest[:at]))
+        pieces.append(f"<[{special[name]}]>")
+        rest = rest[at + len(name) :]
+    return " ".join(pieces)
 
 
 def string_typed(schema: Mapping[str, Any]) -> bool:
@@ -57,9 +79,12 @@ def call_parts(fmt: SyntaxFormat, name: str) -> tuple[str, str]:
     raise ConstraintError(f"the {s.layout} layout writes its arguments as one JSON object")
 
 
-def raw_call_rule(fmt: SyntaxFormat, spec: ToolSpec, index: int) -> tuple[str, list[str]]:
+def raw_call_rule(
+    fmt: SyntaxFormat, spec: ToolSpec, index: int, special: Mapping[str, int] | None = None
+) -> tuple[str, list[str]]:
     """The Lark expression of one call of `spec` in `fmt` and the rules it uses (rule
-    and terminal names start with ``a<index>``/``A<index>``)."""
+    and terminal names start with ``a<index>``/``A<index>``); markers holding the text of
+    a key of `special` match that special token there (`marker_text`)."""
     s = fmt.syntax
     if s.layout not in RAW_LAYOUTS:
         raise ConstraintError(f"the {s.layout} layout writes its arguments as one JSON object")
@@ -71,28 +96,24 @@ def raw_call_rule(fmt: SyntaxFormat, spec: ToolSpec, index: int) -> tuple[str, l
         if s.layout == "python":
             expr = _python_argument(spec, key, prefix, rules)
         else:
-            expr = _xml_argument(s, spec, key, prefix, rules)
+            expr = _xml_argument(s, spec, key, prefix, rules, special or {})
         rules.append(f"{prefix}: {expr}")
         pairs.append(prefix)
     separator = ", " if s.layout == "python" else s.arg_separator
     required = [key in spec.required for key in spec.argument_order]
-    body = _members(pairs, required, separator, f"a{index}t", rules)
-    pieces = [lark_literal(head)] if head else []
-    if body:
-        pieces.append(body)
-    if tail:
-        pieces.append(lark_literal(tail))
-    return " ".join(pieces) or '""', rules
+    body = _members(pairs, required, marker_text(separator, special), f"a{index}t", rules)
+    pieces = [marker_text(head, special), body, marker_text(tail, special)]
+    return " ".join(p for p in pieces if p) or '""', rules
 
 
 def _members(
     pairs: Sequence[str], required: Sequence[bool], separator: str, prefix: str, rules: list[str]
 ) -> str:
-    """Arguments in order, required ones mandatory, joined by `separator`: a chain of
-    tail rules as in `ValueGrammar` objects (linear in the number of arguments)."""
+    """Arguments in order, required ones mandatory, joined by `separator` (Lark text): a
+    chain of tail rules as in `ValueGrammar` objects (linear in the number of arguments)."""
     if not pairs:
         return ""
-    sep = f"{lark_literal(separator)} " if separator else ""
+    sep = f"{separator} " if separator else ""
     tails = [""] * (len(pairs) + 1)
     for i in range(len(pairs) - 1, 0, -1):
         part = f"{sep}{pairs[i]}" if required[i] else f"({sep}{pairs[i]})?"
@@ -116,7 +137,14 @@ def _python_argument(spec: ToolSpec, key: str, prefix: str, rules: list[str]) ->
     return f"{lark_literal(key + '=')} {root}"
 
 
-def _xml_argument(s: CallSyntax, spec: ToolSpec, key: str, prefix: str, rules: list[str]) -> str:
+def _xml_argument(
+    s: CallSyntax,
+    spec: ToolSpec,
+    key: str,
+    prefix: str,
+    rules: list[str],
+    special: Mapping[str, int],
+) -> str:
     schema = spec.property_schema(key)
     key_text = s.key_open + key + s.key_close
     if s.key_close.strip() and s.key_close.strip() in key:
@@ -129,30 +157,37 @@ def _xml_argument(s: CallSyntax, spec: ToolSpec, key: str, prefix: str, rules: l
             after = s.value_close if s.string_close else ""
         else:
             opening, close, after = key_text, s.value_close, ""
-        terminal = f"{prefix.upper()}S"
-        rules.append(f"{terminal}: {_raw_string(schema, close, spec.name, key)}")
-        pieces = [lark_literal(opening), terminal]
-        if after:
-            pieces.append(lark_literal(after))
-        return " ".join(pieces)
+        value = _raw_string(schema, close, special, f"{prefix.upper()}S", rules, spec.name, key)
+        pieces = [marker_text(opening, special), value, marker_text(after, special)]
+        return " ".join(p for p in pieces if p)
     opening = key_text + (s.other_open if s.typed else "")
     root, value_rules = compile_value(schema, rule_prefix=f"{prefix}v", root=spec.parameters)
     rules.extend(value_rules)
-    pieces = [lark_literal(opening), root]
-    if s.value_close:
-        pieces.append(lark_literal(s.value_close))
-    return " ".join(pieces)
+    pieces = [marker_text(opening, special), root, marker_text(s.value_close, special)]
+    return " ".join(p for p in pieces if p)
 
 
-def _raw_string(schema: Mapping[str, Any], close: str, tool: str, key: str) -> str:
-    """A terminal of raw text then `close`: the text cannot hold `close` (stripped: the
-    parser finds it with any whitespace around it)."""
+def _raw_string(
+    schema: Mapping[str, Any],
+    close: str,
+    special: Mapping[str, int],
+    terminal: str,
+    rules: list[str],
+    tool: str,
+    key: str,
+) -> str:
+    """Raw text then `close`; the text cannot hold `close` (stripped: the parser finds it
+    with any whitespace around it). Text and marker are one terminal, so the lexer cannot
+    end the text early on a prefix of the marker; a marker that is (or starts with) a
+    special token follows the text's terminal instead (no text extends into a token)."""
     stop = close.strip()
     if "pattern" in schema:
         raise ConstraintError(
             f"argument {key!r} of {tool!r}: a raw string value with a pattern has no "
             "call grammar yet"
         )
+    closing = marker_text(close, special)
+    apart = closing != lark_literal(close) if close else False
     members: list[Any] | None = None
     if "const" in schema:
         members = [schema["const"]]
@@ -164,7 +199,12 @@ def _raw_string(schema: Mapping[str, Any], close: str, tool: str, key: str) -> s
             raise ConstraintError(f"argument {key!r} of {tool!r}: no string member to write")
         if stop and any(stop in t for t in texts):
             raise ConstraintError(f"argument {key!r} of {tool!r}: a member holds {stop!r}")
-        return " | ".join(lark_literal(t + close) for t in dict.fromkeys(texts))
+        unique = list(dict.fromkeys(texts))
+        if apart:
+            choice = " | ".join(lark_literal(t) for t in unique)
+            return f"({choice}) {closing}"
+        rules.append(f"{terminal}: " + " | ".join(lark_literal(t + close) for t in unique))
+        return terminal
     low = int(schema.get("minLength", 0))
     high = int(schema.get("maxLength", MAX_STRING_CHARS))
     if not 0 <= low <= high:
@@ -172,7 +212,11 @@ def _raw_string(schema: Mapping[str, Any], close: str, tool: str, key: str) -> s
     text = f"/(?s:.{{{low},{high}}})/"
     if stop:
         text = f"({text} & ~/(?s:.*){_regex_text(stop)}(?s:.*)/)"
-    return f"{text} {lark_literal(close)}" if close else text
+    if apart:
+        rules.append(f"{terminal}: {text}")
+        return f"{terminal} {closing}"
+    rules.append(f"{terminal}: {text} {closing}" if close else f"{terminal}: {text}")
+    return terminal
 
 
 def _regex_text(text: str) -> str:
