@@ -565,19 +565,24 @@ class StateStore:
             time.sleep(_LATER_QUIET_S)
         if self._superseded(engine, seq, ticket):
             return
+        if not engine.lock.acquire(timeout=_LATER_WAIT_S):
+            return
         try:
-            with engine.lock:
-                if engine.released or not engine.seq_tokens.get(seq):
-                    return
-                size = engine.state_size(seq)
+            if engine.released or not engine.seq_tokens.get(seq):
+                return
+            size = engine.state_size(seq)
         except EngineError:
-            return  # closed or released meanwhile
+            return  # closed meanwhile
+        finally:
+            engine.lock.release()
         # Zero-filled, so every page is made here, not under the lock; with room for a
         # few more tokens should a request slip in between.
         buf = bytearray(size + size // 16)
         if not engine.lock.acquire(timeout=_LATER_WAIT_S):
             return
         try:
+            if self._superseded(engine, seq, ticket):
+                return  # a newer request ended while this one waited: its save follows
             with self._lock:
                 model, truncatable = self._model(engine)
                 tokens = list(engine.seq_tokens.get(seq, []))
