@@ -383,3 +383,27 @@ def test_markers_holding_special_tokens_match_the_tokens() -> None:
     for name in special:  # no marker left as text
         assert name not in grammar.replace("\\", ""), name
     assert call_grammar(fmt, TOOLS) == call_grammar(fmt, TOOLS, special_tokens={})
+
+
+def test_json_values_in_plain_xml_cannot_hold_the_closing_marker() -> None:
+    """Plain xml ends a value's text at the first ``</parameter>``: a string inside a
+    JSON value must not hold it (JSON can write it escaped, ``<\\/parameter>``)."""
+    spec = ToolSpec.from_dict(
+        {
+            "name": "tag",
+            "parameters": {
+                "type": "object",
+                "properties": {"names": {"type": "array", "items": {"type": "string"}}},
+                "required": ["names"],
+            },
+        }
+    )
+    fmt = syntax_format("Qwen3.5-4B.jinja").with_tools([spec])
+    grammar = call_grammar(fmt, [spec])
+    good = fmt.serialize([ToolCall("tag", {"names": ["a", "b"]})])
+    assert accepts(grammar, good) and fmt.parse(good) == [ToolCall("tag", {"names": ["a", "b"]})]
+    cut = fmt.serialize([ToolCall("tag", {"names": ["a</parameter>b"]})])
+    assert not accepts(grammar, cut)
+    escaped = cut.replace("</parameter>b", "<\\/parameter>b")
+    assert accepts(grammar, escaped)
+    assert fmt.parse(escaped) == [ToolCall("tag", {"names": ["a</parameter>b"]})]

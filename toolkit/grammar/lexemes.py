@@ -24,6 +24,7 @@ __all__ = [
     "lark_literal",
     "literal_text",
     "number_regex",
+    "regex_literal",
     "string_regex",
 ]
 
@@ -56,6 +57,12 @@ _LARK_ESCAPES = {code: f"\\u{code:04x}" for code in range(0x7F, 0xA0)}
 def lark_literal(text: str) -> str:
     """A Lark string literal matching exactly `text`."""
     return json.dumps(text, ensure_ascii=False).translate(_LARK_ESCAPES)
+
+
+def regex_literal(text: str) -> str:
+    """`text` as regex text matching it literally: ASCII punctuation and controls as hex
+    escapes (valid in llguidance's regexes and inside Lark's ``/.../``)."""
+    return "".join(f"\\x{ord(c):02X}" if ord(c) < 128 and not c.isalnum() else c for c in text)
 
 
 def string_regex(flavor: Flavor, min_chars: int, max_chars: int) -> str:

@@ -27,8 +27,8 @@ from typing import Any
 
 from toolweave.errors import ConstraintError
 from toolweave.formats.syntax import CallSyntax, SyntaxFormat
-from toolweave.grammar.lexemes import lark_literal
-from toolweave.grammar.value import MAX_STRING_CHARS, ValueGrammar, compile_value
+from toolweave.grammar.lexemes import lark_literal, regex_literal
+from toolweave.grammar.value import MAX_STRING_CHARS, ValueGrammar
 from toolweave.toolspec import ToolSpec
 
 __all__ = ["RAW_LAYOUTS", "call_parts", "marker_text", "raw_call_rule", "string_typed"]
@@ -161,7 +161,10 @@ def _xml_argument(
         pieces = [marker_text(opening, special), value, marker_text(after, special)]
         return " ".join(p for p in pieces if p)
     opening = key_text + (s.other_open if s.typed else "")
-    root, value_rules = compile_value(schema, rule_prefix=f"{prefix}v", root=spec.parameters)
+    # Plain xml ends the value's text at the first value_close, wherever it is: no string
+    # inside the JSON value may hold it (a typed syntax reads the JSON value as JSON).
+    values = ValueGrammar(forbidden="" if s.typed else s.value_close.strip())
+    root, value_rules = values.compile_value(schema, rule_prefix=f"{prefix}v", root=spec.parameters)
     rules.extend(value_rules)
     pieces = [marker_text(opening, special), root, marker_text(s.value_close, special)]
     return " ".join(p for p in pieces if p)
@@ -211,15 +214,9 @@ def _raw_string(
         raise ConstraintError(f"no string has between {low} and {high} characters")
     text = f"/(?s:.{{{low},{high}}})/"
     if stop:
-        text = f"({text} & ~/(?s:.*){_regex_text(stop)}(?s:.*)/)"
+        text = f"({text} & ~/(?s:.*){regex_literal(stop)}(?s:.*)/)"
     if apart:
         rules.append(f"{terminal}: {text}")
         return f"{terminal} {closing}"
     rules.append(f"{terminal}: {text} {closing}" if close else f"{terminal}: {text}")
     return terminal
-
-
-def _regex_text(text: str) -> str:
-    """`text` as a regex matching it literally: ASCII punctuation and controls as hex
-    escapes (valid in llguidance's regexes and inside Lark's ``/.../``)."""
-    return "".join(f"\\x{ord(c):02X}" if ord(c) < 128 and not c.isalnum() else c for c in text)

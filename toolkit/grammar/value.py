@@ -32,6 +32,7 @@ from toolweave.grammar.lexemes import (
     lark_literal,
     literal_text,
     number_regex,
+    regex_literal,
     string_regex,
 )
 from toolweave.grammar.schema_subset import (
@@ -75,6 +76,9 @@ class ValueGrammar:
     any_depth: int = ANY_DEPTH
     item_separator: str = ","
     key_separator: str = ":"
+    #: Text no string of the value may hold (the marker that ends an xml value read as
+    #: raw text); "" for none. Strings handed to llguidance's ``%json`` are not checked.
+    forbidden: str = ""
 
     def compile_value(
         self,
@@ -155,7 +159,21 @@ class _Compiler:
             raise ConstraintError(f"no {self.flavor} literal for {value!r}: {exc}") from None
 
     def literal(self, value: Any) -> str:
-        return lark_literal(self.text(value))
+        text = self.text(value)
+        forbidden = self.options.forbidden
+        if forbidden and forbidden in text:
+            raise ConstraintError(f"the value {value!r} holds {forbidden!r}, which ends it")
+        return lark_literal(text)
+
+    def terminal(self, expr: str) -> str:
+        """A terminal (one lexeme) for `expr`, written once per compilation."""
+        key = "terminal:" + expr
+        if key not in self.named:
+            self.count += 1
+            name = f"{self.prefix.upper()}_{self.count}"
+            self.lines.append(f"{name}: {expr}")
+            self.named[key] = name
+        return self.named[key]
 
     @staticmethod
     def choice(alternatives: Iterable[str]) -> str:
@@ -224,7 +242,11 @@ class _Compiler:
         if kind == "string":
             low = int(schema.get("minLength", 0))
             high = int(schema.get("maxLength", o.max_string_chars))
-            return self.shared(string_regex(self.flavor, low, high))
+            regex = string_regex(self.flavor, low, high)
+            if o.forbidden:
+                forbidden = regex_literal(o.forbidden)
+                return self.terminal(f"({regex} & ~/(?s:.*){forbidden}(?s:.*)/)")
+            return self.shared(regex)
         if kind in ("integer", "number"):
             integer = kind == "integer"
             if self.flavor == "json" and not _sign_only_bounds(schema, integer=integer):
