@@ -407,3 +407,23 @@ def test_json_values_in_plain_xml_cannot_hold_the_closing_marker() -> None:
     escaped = cut.replace("</parameter>b", "<\\/parameter>b")
     assert accepts(grammar, escaped)
     assert fmt.parse(escaped) == [ToolCall("tag", {"names": ["a</parameter>b"]})]
+
+
+def test_python_layout_needs_python_names() -> None:
+    """LFM2.5's calls are Python calls: a tool or argument name that is no Python name
+    could be written but not read back, so the grammar refuses it."""
+    fmt = syntax_format("LFM2.5-8B-A1B.jinja")
+    dashed = ToolSpec.from_dict({"name": "set-light", "parameters": {"type": "object"}})
+    with pytest.raises(ConstraintError, match="Python name"):
+        call_grammar(fmt, [dashed])
+    key = ToolSpec.from_dict(
+        {
+            "name": "lights.set",
+            "parameters": {"type": "object", "properties": {"the-room": {"type": "string"}}},
+        }
+    )
+    with pytest.raises(ConstraintError, match="Python name"):
+        call_grammar(fmt, [key])
+    dotted = ToolSpec.from_dict({"name": "lights.off", "parameters": {"type": "object"}})
+    grammar = call_grammar(fmt, [dotted])
+    assert accepts(grammar, fmt.serialize([ToolCall("lights.off", {})]))

@@ -88,6 +88,8 @@ def raw_call_rule(
     s = fmt.syntax
     if s.layout not in RAW_LAYOUTS:
         raise ConstraintError(f"the {s.layout} layout writes its arguments as one JSON object")
+    if s.layout == "python" and not all(part.isidentifier() for part in spec.name.split(".")):
+        raise ConstraintError(f"tool name {spec.name!r} is not a Python name (dotted or not)")
     head, tail = call_parts(fmt, spec.name)
     rules: list[str] = []
     pairs: list[str] = []
