@@ -202,11 +202,8 @@ def parse_chat_request(data: Any, limits: Limits = Limits()) -> ChatRequest:
         options["parallel_tool_calls"] = parallel
     response_format = _response_format(data.get("response_format"))
     if response_format is not None:
-        if tools and choice != "none":
-            raise ApiError(
-                "'response_format' with 'tools' is not supported: send one or the other",
-                param="response_format",
-            )
+        # With tools too (as in OpenAI's API): a call is a call; an answer in text is
+        # the JSON under the schema (tool_choice "none": always the JSON).
         options["response_format"] = response_format
     stream = data.get("stream")
     if stream is not None and not isinstance(stream, bool):

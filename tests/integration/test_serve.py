@@ -183,6 +183,27 @@ def test_json_schema_response_format(client: openai.OpenAI, backend: Backend) ->
     assert set(value) == {"city", "days"} and isinstance(value["days"], int)
 
 
+def test_response_format_with_tools(client: openai.OpenAI, backend: Backend) -> None:
+    """Tools and a response format together, as OpenAI's API takes them: a required call
+    is a call; with ``tool_choice="none"`` the answer is the JSON under the schema."""
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    fmt: Any = {"type": "json_schema", "json_schema": {"name": "place", "schema": schema}}
+    common: dict[str, Any] = {
+        "model": backend.model_id,
+        "messages": ask("Paris"),
+        "tools": [WEATHER, EMAIL],
+        "response_format": fmt,
+        "max_tokens": 40,
+    }
+    called = client.chat.completions.create(**common, tool_choice="required")
+    calls = called.choices[0].message.tool_calls
+    assert calls and calls[0].function.name in ("get_weather", "send_email")  # type: ignore[union-attr]
+    answered = client.chat.completions.create(**common, tool_choice="none")
+    message = answered.choices[0].message
+    assert not message.tool_calls
+    assert set(json.loads(message.content or "")) == {"city"}
+
+
 def test_eight_concurrent_clients_get_their_serial_answers(
     client: openai.OpenAI, backend: Backend
 ) -> None:
