@@ -42,10 +42,6 @@ REFUSED_OPTIONS: dict[str, str] = {
     "--mode": "the server decides how it decodes (e.g. toolweave serve --mode)",
     "--chat-template": "the server applies its own chat template",
     "--compare": "the baseline decodes again on the local engine",
-    **dict.fromkeys(
-        ("--temperature", "--top-p", "--top-k", "--seed"),
-        "a remote run asks the server for greedy answers (temperature 0)",
-    ),
 }
 #: Options ignored with a remote model: they only save work of the local engine.
 IGNORED_OPTIONS = ("--prompt-cache", "--no-prompt-cache", "--cache-limit")

@@ -64,8 +64,16 @@ def remote_chat_model(
     max_retries: int = 1,
     max_tokens: int | None = None,
     check: bool = True,
+    temperature: float = 0.0,
+    top_p: float | None = None,
+    top_k: int | None = None,
+    seed: int | None = None,
 ) -> BaseChatModel:
     """``ChatOpenAI`` on the server of `spec` (``openai:URL``).
+
+    Greedy by default (temperature 0); `temperature`, `top_p` and `seed` are sent as
+    OpenAI's parameters, `top_k` in the request body as an extension (``toolweave
+    serve`` and llama.cpp's server read it).
 
     `model` None takes the first id the server lists; `api_key` None reads
     `API_KEY_ENVS`. `check` False skips the listing when `model` is given (nothing is
@@ -92,11 +100,17 @@ def remote_chat_model(
             "a remote model needs langchain-openai: pip install langchain-openai"
         ) from None
     options: dict[str, Any] = {} if max_tokens is None else {"max_tokens": max_tokens}
+    if top_p is not None:
+        options["top_p"] = top_p
+    if seed is not None:
+        options["seed"] = seed
+    if top_k:
+        options["extra_body"] = {"top_k": top_k}
     return ChatOpenAI(
         model=model,
         base_url=parsed.base_url,
         api_key=key or NO_KEY,
-        temperature=0,
+        temperature=temperature,
         timeout=httpx.Timeout(timeout, connect=connect_timeout),
         max_retries=max_retries,
         use_responses_api=False,

@@ -30,6 +30,14 @@ if TYPE_CHECKING:
     from toolweave.events import Observer
     from toolweave.tools import Tool
 
+#: `run`'s sampling options and the remote chat model's parameters they set.
+_SAMPLING_FLAGS = {
+    "--temperature": "temperature",
+    "--top-p": "top_p",
+    "--top-k": "top_k",
+    "--seed": "seed",
+}
+
 __all__ = [
     "REMOTE_ONLY",
     "RemoteRun",
@@ -74,8 +82,11 @@ def prepare_remote(
         raise ValueError(f"--remote-timeout must be more than 0 and at most {MAX_TIMEOUT_S:g} s")
     if model is not None and not model.strip():
         raise ValueError("--remote-model is empty")
+    sampling = {
+        name: given[flag] for flag, name in _SAMPLING_FLAGS.items() if given.get(flag) is not None
+    }
     chat = remote_chat_model(
-        spec, model=model, api_key=api_key, timeout=wait, max_tokens=max_tokens
+        spec, model=model, api_key=api_key, timeout=wait, max_tokens=max_tokens, **sampling
     )
     name = str(getattr(chat, "model_name", model or ""))
     return RemoteRun(chat, parsed.base_url, name, tuple(notices))
