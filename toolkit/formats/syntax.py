@@ -402,10 +402,9 @@ class SyntaxFormat(CallFormat):
             if lead and text.startswith(lead, start):
                 start += len(lead)
             stop = self._value_close.search(text, start)
-            if stop is None:
-                raw, pos = text[start:], len(text)  # cut inside the last value
-            else:
-                raw, pos = text[start : stop[0]], stop[1]
+            if stop is None:  # cut inside the value: not a call (its value is not known)
+                raise CallFormatError(f"argument {key!r} of {name!r} is not closed")
+            raw, pos = text[start : stop[0]], stop[1]
             trail = s.value_close[: len(s.value_close) - len(s.value_close.lstrip())]
             if trail and raw.endswith(trail):
                 raw = raw[: -len(trail)]
@@ -421,10 +420,9 @@ class SyntaxFormat(CallFormat):
         if string is not None:
             close = self._string_close if not self._string_close.blank else self._value_close
             stop = close.search(text, string)
-            if stop is None:
-                value, pos = text[string:], len(text)  # cut inside the last value
-            else:
-                value, pos = text[string : stop[0]], stop[1]
+            if stop is None:  # cut inside the value: not a call (its value is not known)
+                raise CallFormatError(f"argument {key!r} of {name!r} is not closed")
+            value, pos = text[string : stop[0]], stop[1]
             if not self._string_close.blank:
                 pos = self._value_close.match(text, pos) or pos
             return value, pos
