@@ -33,7 +33,6 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
@@ -42,7 +41,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from toolweave.checkpoints import (
-    CheckpointInfo,
     CheckpointPolicy,
     CostEstimator,
     RestoreOption,
@@ -56,6 +54,7 @@ from toolweave.errors import ContextFullError, EngineError
 from toolweave.native.calibration import CostTable
 from toolweave.native.engine import BatchToken, Engine
 from toolweave.native.states.prefill import PromptPrefill
+from toolweave.native.states.records import Checkpoint, PrefillRecord, StoredState, store_costs
 from toolweave.native.states.state_file import (
     SUFFIX,
     StateFileError,
@@ -78,83 +77,6 @@ _SESSIONS_KEPT = 1024  # sessions whose last prompt is remembered (for their div
 _RESTORE_TRIES = 3  # saved states tried per request when the chosen one proves unusable
 _LATER_WAIT_S = 2.0  # how long a deferred save waits for a quiet engine before giving up
 _LATER_QUIET_S = 0.2  # the quiet spell (no forward pass) a deferred save waits for
-
-
-def store_costs(table: CostTable) -> StoreCosts:
-    """Checkpoint policy costs from a measured engine cost table.
-
-    Saving costs the `state_get` copy only (files are written off the request path).
-    """
-    per = 1.0 / max(1, table.state_tokens)
-    return StoreCosts(
-        prefill_ms_per_token=table.prefill_ms_per_token,
-        pass_ms=max(0.0, table.serial_step_ms - table.prefill_ms_per_token),
-        save_ms_per_token=table.state_get_ms * per,
-        restore_ms_per_token=table.state_set_ms * per,
-        load_ms_per_token=table.state_load_ms * per,
-    )
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    """A saved state as the store reports it."""
-
-    key: str
-    session: str
-    n_tokens: int
-    n_bytes: int
-    in_memory: bool
-    on_disk: bool
-
-
-@dataclass(frozen=True)
-class PrefillRecord:
-    """What one `StateStore.prefill` did.
-
-    ``source``: ``"live"`` (the sequence's own cache), ``"memory"`` or ``"disk"`` (a saved
-    state), ``"none"`` (nothing reused). ``divergence`` is L, ``covered`` R (tokens saved
-    states covered before this request), ``saved_at`` where a new state was saved;
-    ``handover_ms`` the time spent saving the previous session's state first (see
-    `StateStore`).
-    """
-
-    prompt_tokens: int
-    reused: int
-    prefilled: int
-    passes: int
-    source: str
-    divergence: int
-    covered: int
-    saved_at: int | None
-    restore_ms: float
-    save_ms: float
-    handover_ms: float
-    prompt_ms: float
-
-
-@dataclass
-class _Entry:
-    key: str
-    model_id: str
-    tokens: NDArray[np.int32]
-    session: str
-    n_bytes: int
-    last_used: float
-    data: bytes | bytearray | None = None
-    path: Path | None = None
-    file_bytes: int = 0
-    pending: Future[None] | None = field(default=None, repr=False)
-
-    def public(self) -> Checkpoint:
-        on_disk = self.path is not None
-        return Checkpoint(
-            self.key, self.session, len(self.tokens), self.n_bytes, bool(self.data), on_disk
-        )
-
-    def info(self) -> CheckpointInfo:
-        return CheckpointInfo(
-            self.key, self.session, len(self.tokens), self.n_bytes, self.last_used
-        )
 
 
 class StateStore:
@@ -202,7 +124,7 @@ class StateStore:
         self.disk_limit = resolve_cache_limit(disk_limit)
         self._scope = [] if self.directory is None else limit_scope(self.directory)
         self._lock = threading.RLock()
-        self._entries: dict[str, _Entry] = {}
+        self._entries: dict[str, StoredState] = {}
         self._history: deque[NDArray[np.int32]] = deque(maxlen=history)
         self._sessions: OrderedDict[str, NDArray[np.int32]] = OrderedDict()
         #: (engine, sequence) -> the session whose prompt the store left there, and it.
@@ -624,7 +546,7 @@ class StateStore:
         data = engine.state_get(seq, into)
         if self.learn_costs:
             self._estimator.observe_save(len(tokens), (time.perf_counter() - t0) * 1000)
-        entry = _Entry(
+        entry = StoredState(
             key=key,
             model_id=model,
             tokens=np.asarray(tokens, dtype=np.int32),
@@ -638,7 +560,7 @@ class StateStore:
             entry.pending = self._submit(self._write_job, entry, data)
         return (time.perf_counter() - t0) * 1000
 
-    def _restore(self, engine: Engine, seq: int, entry: _Entry) -> None:
+    def _restore(self, engine: Engine, seq: int, entry: StoredState) -> None:
         t0 = time.perf_counter()
         from_disk = entry.data is None
         if entry.data is not None:
@@ -707,13 +629,13 @@ class StateStore:
                 entry.data = None
             total -= size
 
-    def _drop(self, entry: _Entry) -> None:
+    def _drop(self, entry: StoredState) -> None:
         self._entries.pop(entry.key, None)
         entry.data = None
         if self.directory is not None:
             self._submit(unlink, self.directory / f"{entry.key}{SUFFIX}")
 
-    def _usable(self, model: str, n_ctx: int) -> Iterator[_Entry]:
+    def _usable(self, model: str, n_ctx: int) -> Iterator[StoredState]:
         for e in list(self._entries.values()):
             if e.model_id == model and len(e.tokens) <= n_ctx:
                 yield e
@@ -736,7 +658,7 @@ class StateStore:
             self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolweave-states")
         return self._writer.submit(fn, *args)
 
-    def _write_job(self, entry: _Entry, data: bytes | bytearray) -> None:
+    def _write_job(self, entry: StoredState, data: bytes | bytearray) -> None:
         if self.directory is None:
             return
         path = self.directory / f"{entry.key}{SUFFIX}"
@@ -792,7 +714,7 @@ class StateStore:
         files = sorted(self.directory.glob(f"*{SUFFIX}"))
         for path, header, st in checked_headers(files, check, "state file", log):
             key = path.name[: -len(SUFFIX)]
-            self._entries[key] = _Entry(
+            self._entries[key] = StoredState(
                 key=key,
                 model_id=header.model_id,
                 tokens=header.tokens,
