@@ -137,16 +137,20 @@ class GrammarChat(BaseChatModel):
         system, rest = split_system(messages)
         tools = kwargs.get("tools") or []
         choice = kwargs.get("tool_choice")
-        if tools and choice == "none":
-            # An answer with the tools still described: the call's prompt, no grammar.
-            caller = self._caller([ToolSpec.from_dict(t["function"]) for t in tools], system)
-            msgs = caller.messages(template_messages(rest, caller.fmt))
+        if not tools or choice in (None, "auto"):
+            fmt = format_for_chat_template(self.engine.chat_template)
+            msgs = template_messages(rest, fmt)
+            if system:
+                msgs.insert(0, {"role": "system", "content": system})
             done = self.completions.complete(msgs, None, self.max_tokens)
             message = AIMessage(content=done.text)
-        elif tools and choice not in (None, "auto"):
-            specs = [ToolSpec.from_dict(t["function"]) for t in tools]
-            caller = self._caller(specs, system)
-            msgs = caller.messages(template_messages(rest, caller.fmt))
+            return ChatResult(generations=[ChatGeneration(message=message)])
+        caller = self._caller([ToolSpec.from_dict(t["function"]) for t in tools], system)
+        msgs = caller.messages(template_messages(rest, caller.fmt))
+        if choice == "none":  # an answer with the tools still described, no grammar
+            done = self.completions.complete(msgs, None, self.max_tokens)
+            message = AIMessage(content=done.text)
+        else:
             done = self.completions.complete(msgs, call_schema(caller), self.max_tokens)
             try:
                 calls = get_format("json").parse(done.text)
@@ -157,13 +161,6 @@ class GrammarChat(BaseChatModel):
                 for i, c in enumerate(calls)
             ]
             message = AIMessage(content="" if calls else done.text, tool_calls=tool_calls)
-        else:
-            fmt = format_for_chat_template(self.engine.chat_template)
-            msgs = template_messages(rest, fmt)
-            if system:
-                msgs.insert(0, {"role": "system", "content": system})
-            done = self.completions.complete(msgs, None, self.max_tokens)
-            message = AIMessage(content=done.text)
         return ChatResult(generations=[ChatGeneration(message=message)])
 
 

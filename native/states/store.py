@@ -387,18 +387,25 @@ class StateStore:
         each comes back extended (`_hands_over`). This is the outgoing request's save,
         made late.
         """
-        arr = np.asarray(live, dtype=np.int32)
-        covered = max(
-            (common_prefix(e.tokens, arr) for e in self._usable(model, engine.n_ctx)), default=0
-        )
-        ok = self.policy.should_checkpoint(
-            divergence=len(live), covered=covered, prompt_len=len(live), costs=costs
-        )
-        if not ok:
+        if not self._worth_saving(engine, model, live, costs):
             return 0.0
         if engine.seq_len(seq) != len(live):
             engine.seq_remove(seq, len(live))  # drop decoded output beyond the prompt
         return self._save(engine, seq, list(live), model, owner)
+
+    def _worth_saving(
+        self, engine: Engine, model: str, tokens: Sequence[int], costs: StoreCosts
+    ) -> bool:
+        """Whether a state of all of `tokens` repays its save, given what saved states
+        already cover of them."""
+        arr = np.asarray(tokens, dtype=np.int32)
+        covered = max(
+            (common_prefix(e.tokens, arr) for e in self._usable(model, engine.n_ctx)), default=0
+        )
+        n = len(tokens)
+        return self.policy.should_checkpoint(
+            divergence=n, covered=covered, prompt_len=n, costs=costs
+        )
 
     def _divergence(self, session: str, prompt: NDArray[np.int32], truncatable: bool) -> int:
         """Where this prompt departs from what its session is expected to resend.
@@ -512,13 +519,8 @@ class StateStore:
                     return
                 if engine.seq_len(seq) != len(tokens):
                     return
-                arr = np.asarray(tokens, dtype=np.int32)
-                usable = self._usable(model, engine.n_ctx)
-                covered = max((common_prefix(e.tokens, arr) for e in usable), default=0)
                 costs = self._estimator.costs()
-                if not self.policy.should_checkpoint(
-                    divergence=len(tokens), covered=covered, prompt_len=len(tokens), costs=costs
-                ):
+                if not self._worth_saving(engine, model, tokens, costs):
                     return
                 owner = self._owner(engine, seq)
                 session = owner[0] if owner else f"seq{seq}"
