@@ -114,7 +114,8 @@ def test_no_cache_saves_nothing(tools_file: Path, tmp_path: Path) -> None:
 
 def test_chat_model_restores_states_across_processes(tmp_path: Path) -> None:
     """Two processes at once on an empty cache, then a third: the store's files stay
-    readable (checksummed, atomic writes) and the third restores from disk."""
+    readable (checksummed, atomic writes; both processes succeed) and the third
+    restores from disk."""
     env = {**os.environ, "TOOLWEAVE_CACHE_DIR": str(tmp_path / "root")}
     _share_measurements(tmp_path / "root")
     cmd = [sys.executable, "-c", CHAT_SCRIPT]
@@ -128,8 +129,12 @@ def test_chat_model_restores_states_across_processes(tmp_path: Path) -> None:
     assert states, "the default store saved the prompt's state"
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, check=True)
     third = json.loads(out.stdout)
-    assert all(f["source"] == "none" and f["reused"] == 0 for f in firsts)
+    # Started together, a process may still find the other's state, written as soon as
+    # its request ended: each starts cold or from that file, and one at least cold.
+    assert all(f["source"] in ("none", "disk") for f in firsts), firsts
+    cold = [f for f in firsts if f["source"] == "none"]
+    assert cold and all(f["reused"] == 0 for f in cold), firsts
     assert third["source"] == "disk"  # restored from the files both processes wrote
-    assert third["prefilled"] < firsts[0]["prefilled"]
+    assert third["prefilled"] < cold[0]["prefilled"]
     assert third["calls"] == firsts[0]["calls"] == firsts[1]["calls"]
     assert third["calls"][0][0] == "get_weather"
