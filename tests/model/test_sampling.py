@@ -39,8 +39,10 @@ WEATHER = ToolSpec.from_dict(
     }
 )
 QUERY = "What is the weather like in Paris today?"
-#: Samples per mode, the sampling settings and the test's level.
-N = 200
+#: Samples per mode, the sampling settings and the test's level. At 200 samples a wrong
+#: acceptance rule scored chi2 = 296 against a critical value of 19, the right one 11
+#: against 21; the statistic grows with N, so 80 keeps the wrong rule far past the line.
+N = 80
 SETTINGS = {"temperature": 1.5, "top_k": 8}
 ALPHA = 1e-3
 #: Output tokens kept per sample: the call's head (17 forced tokens with SmolLM2's
