@@ -170,7 +170,8 @@ def call(
         if cache is not None:  # before the call, so the stats stay the last line
             console.print(
                 f"[dim]prompt cache: {cache['reused']} of {cache['prompt_tokens']} prompt "
-                f"tokens restored ({cache['source']}), {cache['prefilled']} prefilled[/dim]"
+                f"tokens restored ({cache['source']}), {cache['prefilled']} prefilled, "
+                f"{cache['prompt_ms']:.0f} ms before the call[/dim]"
             )
         render_result(result, console)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
 import string
 from collections import Counter
@@ -39,7 +40,12 @@ from toolweave.plan.parse import PlanStreamParser, parse_plan
 from toolweave.tools import Tool, ToolResult
 from toolweave.toolspec import ToolCall, ToolSpec, load_tools
 
-EXAMPLES = settings(max_examples=2000, deadline=None, suppress_health_check=list(HealthCheck))
+#: Inputs per property: 500 by default; TOOLWEAVE_PROPERTY_EXAMPLES=5000 for a deeper search.
+EXAMPLES = settings(
+    max_examples=int(os.environ.get("TOOLWEAVE_PROPERTY_EXAMPLES", "500")),
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+)
 SEEDS = st.integers(0, 2**32 - 1)
 
 # -- random JSON values and schemas ------------------------------------------------------
