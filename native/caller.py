@@ -39,7 +39,12 @@ from toolweave.native.learning import engine_learning
 from toolweave.native.numerics import engine_bound
 from toolweave.native.sampling import Sampler
 from toolweave.native.states.prefill import prefill_prompt
-from toolweave.prompting.chat_template import Message, tool_messages
+from toolweave.prompting.chat_template import (
+    Message,
+    template_renders_tools,
+    template_tool_messages,
+    tool_messages,
+)
 from toolweave.prompting.template_file import ChatTemplateError
 from toolweave.results import CallResult, CallStats, InvalidCall
 from toolweave.sampling import Sampling
@@ -55,6 +60,7 @@ __all__ = [
     "session_texts",
     "special_tokens",
     "template_format",
+    "uses_template_tools",
 ]
 
 
@@ -112,6 +118,23 @@ def template_format(template: str | None) -> CallFormat:
     if isinstance(detected, SyntaxFormat) and syntax_grammar_gap(detected.syntax) is None:
         return detected
     return picked
+
+
+def uses_template_tools(template: str | None, fmt: CallFormat) -> bool:
+    """Whether a caller decoding `fmt` describes its tools through `template`'s ``tools``
+    variable: the template lists them, and writes calls in `fmt`'s syntax (so the prompt
+    the model reads shows the calls the grammar lets it write)."""
+    if template is None or not template_renders_tools(template):
+        return False
+    try:
+        own = detect_call_format(template)
+    except Exception:  # the template writes no calls toolweave can read
+        return False
+    probe = ToolCall("probe_tool", {"probe_argument": "value"})
+    try:
+        return own.serialize_call(probe) == fmt.serialize_call(probe)
+    except Exception:  # a format that cannot write the probe call writes another syntax
+        return False
 
 
 class _DecoderFormat(SyntaxFormat):
@@ -181,6 +204,7 @@ class ToolCaller:
         forecast: bool | None = None,
         chat_template: str | None = None,
         session_drafts: bool = True,
+        template_tools: bool | None = None,
     ) -> None:
         """`chat_template` (a Jinja template's text) replaces the engine's chat template
         for this caller's prompts, and gives the call format when `fmt` is None: the
@@ -190,7 +214,11 @@ class ToolCaller:
         In a syntax writing each argument apart (xml, python) `fast`
         and `lossless` draft no values: they decode them as `jump` does.
         `session_drafts`: in `fast` and `lossless`, draft argument text from the
-        conversation's earlier messages (verified, so the output is unchanged)."""
+        conversation's earlier messages (verified, so the output is unchanged).
+        `template_tools`: describe the tools through the template's own ``tools`` variable
+        (the prompt the model was trained on) instead of toolweave's tool prompt. None:
+        where the template lists tools and writes calls in the syntax this caller decodes
+        (`uses_template_tools`); SmolLM2's and Gemma 3's templates list none."""
         if not tools:
             raise ToolSpecError(None, "at least one tool is needed")
         names = [t.name for t in tools]
@@ -208,6 +236,7 @@ class ToolCaller:
             fmt = get_format(fmt)
         self.vocab = vocabulary_for(engine)
         self.fmt: CallFormat = fmt or template_format(self.chat_template)
+        auto = fmt is None and uses_template_tools(self.chat_template, self.fmt)
         #: Special tokens the syntax's markers are written with (text -> id).
         self._special: dict[str, int] = {}
         if isinstance(self.fmt, SyntaxFormat):  # xml values typed by these tools' schemas
@@ -218,6 +247,12 @@ class ToolCaller:
         self._decoder_fmt: CallFormat = self.fmt
         if isinstance(self.fmt, SyntaxFormat) and not json_arguments(self.fmt):
             self._decoder_fmt = _DecoderFormat(self.fmt)
+        if template_tools and not template_renders_tools(self.chat_template):
+            raise ChatTemplateError(
+                "template_tools=True, but the chat template does not list the tools it is "
+                "given in its `tools` variable"
+            )
+        self.template_tools: bool = auto if template_tools is None else template_tools
         self.max_calls = max_calls
         self.max_tokens = max_tokens
         self.system = system
@@ -245,14 +280,33 @@ class ToolCaller:
 
     # ------------------------------------------------------------------ prompt
     def messages(self, request: str | Sequence[Message]) -> list[dict[str, object]]:
+        """The prompt's messages: with `template_tools` the request alone (the template
+        lists `prompt_tools`), else toolweave's tool prompt first."""
+        if self.template_tools:
+            return template_tool_messages(request, system=self.system)
         return tool_messages(self.tools, self.fmt, request, system=self.system)
 
+    @property
+    def prompt_tools(self) -> tuple[ToolSpec, ...] | None:
+        """The tools given to the template's ``tools`` variable (None: none are)."""
+        return self.tools if self.template_tools else None
+
     def prompt_text(self, request: str | Sequence[Message]) -> str:
-        return chat_text(self.engine, self.messages(request), template=self.chat_template)
+        return chat_text(
+            self.engine,
+            self.messages(request),
+            template=self.chat_template,
+            tools=self.prompt_tools,
+        )
 
     def prompt_tokens(self, request: str | Sequence[Message]) -> list[int]:
         """The prompt's tokens: the template's control tokens, every message as text."""
-        return chat_tokens(self.engine, self.messages(request), template=self.chat_template)
+        return chat_tokens(
+            self.engine,
+            self.messages(request),
+            template=self.chat_template,
+            tools=self.prompt_tools,
+        )
 
     # ------------------------------------------------------------------ decoding
     def call(

@@ -17,6 +17,7 @@ import llama_cpp
 from toolweave.native.engine import Engine
 from toolweave.prompting.chat_template import Message, RenderedChat, render_chat_parts
 from toolweave.prompting.control_text import ControlStrings
+from toolweave.toolspec import ToolSpec
 
 __all__ = [
     "chat_parts",
@@ -75,13 +76,16 @@ def chat_parts(
     *,
     add_generation_prompt: bool = True,
     template: str | None = None,
+    tools: Sequence[ToolSpec] | None = None,
 ) -> RenderedChat:
     """`messages` rendered with `template` (None: the engine's chat template, ChatML when
-    it has none), cut into the template's control tokens and the messages' plain text."""
+    it has none), cut into the template's control tokens and the messages' plain text;
+    `tools` become the template's ``tools`` variable."""
     return render_chat_parts(
         template if template is not None else engine.chat_template,
         messages,
         control_strings(engine),
+        tools=tools,
         bos_token=engine.detokenize([engine.bos_token]) if engine.bos_token >= 0 else "",
         eos_token=engine.detokenize([engine.eos_token]),
         add_generation_prompt=add_generation_prompt,
@@ -94,10 +98,15 @@ def chat_text(
     *,
     add_generation_prompt: bool = True,
     template: str | None = None,
+    tools: Sequence[ToolSpec] | None = None,
 ) -> str:
     """The prompt text of `messages` (what `chat_tokens` tokenizes)."""
     return chat_parts(
-        engine, messages, add_generation_prompt=add_generation_prompt, template=template
+        engine,
+        messages,
+        add_generation_prompt=add_generation_prompt,
+        template=template,
+        tools=tools,
     ).text
 
 
@@ -125,10 +134,15 @@ def chat_tokens(
     *,
     add_generation_prompt: bool = True,
     template: str | None = None,
+    tools: Sequence[ToolSpec] | None = None,
 ) -> list[int]:
     """The tokens of `messages` rendered with `template` (None: the engine's); only the
     template's own control tokens are parsed, every message's text stays text."""
     rendered = chat_parts(
-        engine, messages, add_generation_prompt=add_generation_prompt, template=template
+        engine,
+        messages,
+        add_generation_prompt=add_generation_prompt,
+        template=template,
+        tools=tools,
     )
     return parts_tokens(engine, rendered)

@@ -18,7 +18,7 @@ from toolweave.errors import CallFormatError
 from toolweave.formats import get_format
 from toolweave.grammar.call import JSON_LAYOUTS, arguments_schema
 from toolweave.native.engine import Engine
-from toolweave.prompting.chat_template import Message
+from toolweave.prompting.chat_template import Message, openai_tools
 from toolweave.results import CallResult, CallStats, InvalidCall
 
 if TYPE_CHECKING:
@@ -79,11 +79,16 @@ class GrammarBaseline:
         messages: Any = caller.messages(request)
         schema = call_schema(caller)
         t_p = time.perf_counter()
-        self.llm.create_chat_completion(messages=messages, max_tokens=1, temperature=0.0)
+        # The caller's prompt: its tools through the template's `tools` where it uses them.
+        tools: Any = openai_tools(caller.tools) if caller.template_tools else None
+        self.llm.create_chat_completion(
+            messages=messages, tools=tools, max_tokens=1, temperature=0.0
+        )
         prompt_ms = (time.perf_counter() - t_p) * 1000
         t0 = time.perf_counter()
         out: Any = self.llm.create_chat_completion(
             messages=messages,
+            tools=tools,
             response_format={"type": "json_object", "schema": schema},
             temperature=0.0,
             max_tokens=caller.max_tokens,

@@ -39,6 +39,8 @@ __all__ = [
     "openai_tools",
     "render_chat",
     "render_chat_parts",
+    "template_renders_tools",
+    "template_tool_messages",
     "tool_messages",
     "tool_result_message",
     "tools_system_prompt",
@@ -141,6 +143,45 @@ def tool_messages(
     if system:
         sys_text = f"{system}\n\n{sys_text}"
     msgs: list[dict[str, Any]] = [{"role": "system", "content": sys_text}]
+    if isinstance(request, str):
+        msgs.append({"role": "user", "content": request})
+    else:
+        msgs.extend(dict(m) for m in request)
+    return msgs
+
+
+#: The tool a template is asked to list when checking whether it renders its ``tools``.
+_PROBE_TOOL = ToolSpec.from_dict(
+    {
+        "name": "toolweave_probe_tool",
+        "description": "Probe tool.",
+        "parameters": {"type": "object", "properties": {"probe_argument": {"type": "string"}}},
+    }
+)
+
+
+@functools.lru_cache(maxsize=32)
+def template_renders_tools(template: str | None) -> bool:
+    """Whether `template` lists the tools it is given in its ``tools`` variable (name and
+    arguments in the prompt); a template that fails to render them does not."""
+    if template is None:
+        return False
+    msgs = [{"role": "user", "content": "hello"}]
+    try:
+        text = render_chat(template, msgs, tools=[_PROBE_TOOL])
+    except Exception:  # a template that breaks on tools does not take them
+        return False
+    return "toolweave_probe_tool" in text and "probe_argument" in text
+
+
+def template_tool_messages(
+    request: str | Sequence[Message], *, system: str | None = None
+) -> list[dict[str, Any]]:
+    """The request (or conversation) for a template that lists the tools itself: the
+    user's own system prompt, if any, and no tool prompt of toolweave's."""
+    msgs: list[dict[str, Any]] = []
+    if system:
+        msgs.append({"role": "system", "content": system})
     if isinstance(request, str):
         msgs.append({"role": "user", "content": request})
     else:
