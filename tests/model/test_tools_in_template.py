@@ -1,9 +1,9 @@
 """Tools described through the model's own chat template (its ``tools`` variable).
 
-Where a template lists the tools it is given and writes calls in the syntax the caller
-decodes, the prompt is the one the model was trained on: the request alone, the tools
-rendered by the template, no tool prompt of toolweave's. SmolLM2's template lists no
-tools: it keeps toolweave's prompt.
+With ``template_tools=None``, where a template lists the tools it is given and writes
+calls in the syntax the caller decodes, the prompt is the one the model was trained on:
+the request alone, the tools rendered by the template, no tool prompt of toolweave's.
+SmolLM2's template lists no tools: it keeps toolweave's prompt.
 """
 
 from __future__ import annotations
@@ -32,20 +32,20 @@ TOOL = ToolSpec.from_dict(
             "type": "object",
             "properties": {
                 "room": {"type": "string", "enum": ["kitchen", "bedroom", "hall"]},
-                "level": {"type": "integer"},
+                "on": {"type": "boolean"},
             },
-            "required": ["room", "level"],
+            "required": ["room", "on"],
         },
     }
 )
-REQUEST = "Turn the kitchen light to 3, please."
+REQUEST = "Turn the kitchen light on, please."
 OWN_PROMPT = "You are a function calling AI model"
 #: Zoo families whose template lists tools and writes calls in the syntax decoded.
 LISTING = ("qwen2", "llama3", "qwen35", "gemma4")
 
 
 def test_smollm2_keeps_toolweaves_prompt(engine: Engine) -> None:
-    caller = ToolCaller(engine, [TOOL])
+    caller = ToolCaller(engine, [TOOL], template_tools=None)
     assert not template_renders_tools(engine.chat_template)
     assert not caller.template_tools and caller.prompt_tools is None
     assert OWN_PROMPT in caller.prompt_text(REQUEST)
@@ -61,7 +61,7 @@ def zoo_engine(request: pytest.FixtureRequest, zoo: Zoo) -> Iterator[Engine]:
 
 
 def test_a_tool_template_gets_the_tools_and_calls_still_decode(zoo_engine: Engine) -> None:
-    caller = ToolCaller(zoo_engine, [TOOL], max_tokens=48)
+    caller = ToolCaller(zoo_engine, [TOOL], max_tokens=48, template_tools=None)
     assert caller.template_tools and caller.prompt_tools == (TOOL,)
     text = caller.prompt_text(REQUEST)
     assert OWN_PROMPT not in text  # the template's own tool prompt, not toolweave's
