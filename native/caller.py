@@ -237,7 +237,9 @@ class ToolCaller:
             fmt = get_format(fmt)
         self.vocab = vocabulary_for(engine)
         self.fmt: CallFormat = fmt or template_format(self.chat_template)
-        auto = fmt is None and uses_template_tools(self.chat_template, self.fmt)
+        # Read off the template only when asked to decide (None): it renders the template.
+        auto = template_tools is None and fmt is None
+        auto = auto and uses_template_tools(self.chat_template, self.fmt)
         #: Special tokens the syntax's markers are written with (text -> id).
         self._special: dict[str, int] = {}
         if isinstance(self.fmt, SyntaxFormat):  # xml values typed by these tools' schemas
