@@ -142,12 +142,7 @@ def tool_messages(
     sys_text = tools_system_prompt(tools, fmt)
     if system:
         sys_text = f"{system}\n\n{sys_text}"
-    msgs: list[dict[str, Any]] = [{"role": "system", "content": sys_text}]
-    if isinstance(request, str):
-        msgs.append({"role": "user", "content": request})
-    else:
-        msgs.extend(dict(m) for m in request)
-    return msgs
+    return template_tool_messages(request, system=sys_text)
 
 
 #: The tool a template is asked to list when checking whether it renders its ``tools``.
