@@ -62,7 +62,7 @@ class Conversation:
     source: str  # "bfcl" or "mcp"
     turns: tuple[str, ...]
     expected: tuple[str | None, ...]
-    tools: tuple[str, ...] = ()  # BFCL: the tools offered
+    tools: tuple[str, ...] = ()  # the tools offered (MCP: empty offers all the servers' tools)
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> Conversation:
@@ -142,7 +142,11 @@ def _tools(conv: Conversation, config: str, stack: ExitStack, state_dir: Path) -
         state_dir / "servers" / config / conv.id, names=["weather", "notes"]
     )
     hub = stack.enter_context(MCPHub(servers))
-    return [to_langchain(t) for t in hub.tools]
+    offered = [t for t in hub.tools if not conv.tools or t.spec.name in conv.tools]
+    missing = set(conv.tools) - {t.spec.name for t in offered}
+    if missing:
+        raise ToolweaveError(f"the demo servers have no tool {sorted(missing)[0]!r}")
+    return [to_langchain(t) for t in offered]
 
 
 class _ToolClock(BaseCallbackHandler):

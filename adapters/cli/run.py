@@ -195,8 +195,8 @@ def run(
     seed: SeedOption = None,
 ) -> None:
     """Answer REQUEST with an agent on the local model and MCP tools, showing each phase."""
-    # Imported here: LangChain's agent stack takes seconds to import, `toolweave call` not.
-    from langgraph.errors import GraphRecursionError
+    # The checks first, on light imports: a bad option is one line at once. LangChain's
+    # agent stack and the MCP client take seconds to import; they come after.
     from rich.console import Console
 
     from toolweave.adapters.cli.consent import (
@@ -206,16 +206,8 @@ def run(
         read_only_overrides,
     )
     from toolweave.adapters.cli.display import RunTrace
-    from toolweave.adapters.langchain.chat_model import ChatToolweave
-    from toolweave.adapters.langchain.tools import to_langchain
-    from toolweave.adapters.mcp.client import (
-        MCPConfigError,
-        MCPHub,
-        ServerConfig,
-        chat_model_sampler,
-        demo_server_configs,
-        load_mcp_config,
-    )
+    from toolweave.adapters.mcp.config import ServerConfig, demo_server_configs
+    from toolweave.adapters.mcp.config_file import MCPConfigError, load_mcp_config
     from toolweave.adapters.remote.command import remote_for_run, run_remote
     from toolweave.consent import with_consent
     from toolweave.errors import ToolweaveError
@@ -274,6 +266,12 @@ def run(
             parse_size(cache_limit)
         except ValueError as exc:
             raise typer.BadParameter(f"--cache-limit: {exc}") from None
+    from langgraph.errors import GraphRecursionError
+
+    from toolweave.adapters.langchain.chat_model import ChatToolweave
+    from toolweave.adapters.langchain.tools import to_langchain
+    from toolweave.adapters.mcp.client import MCPHub, chat_model_sampler
+
     directory = prompt_cache or cache_root() / "prompt-states"
     store = None if no_prompt_cache or remote else _state_store(directory, cache_limit)
     try:

@@ -27,17 +27,13 @@ that cannot be started when the hub starts, and use of a closed hub, raise
 
 from __future__ import annotations
 
-import os
-import sys
-from collections.abc import Iterable
-
 from toolweave.adapters.mcp.catalog import (
     PromptInfo,
     PromptMessage,
     ResourceContents,
     ResourceInfo,
 )
-from toolweave.adapters.mcp.config import ServerConfig
+from toolweave.adapters.mcp.config import ServerConfig, demo_server_configs
 from toolweave.adapters.mcp.config_file import MCPConfigError, load_mcp_config
 from toolweave.adapters.mcp.connection import MCPConnection, open_connection
 from toolweave.adapters.mcp.convert import HINT_DEFAULTS, MCPToolResult, tool_result, tool_spec
@@ -74,35 +70,3 @@ __all__ = [
     "tool_result",
     "tool_spec",
 ]
-
-
-def demo_server_configs(
-    state_dir: str | os.PathLike[str] | None = None,
-    *,
-    names: Iterable[str] | None = None,
-    call_timeout: float = 30.0,
-) -> list[ServerConfig]:
-    """Configs that start the bundled demo servers (``toolweave.adapters.demo_servers``) over stdio.
-
-    ``state_dir`` holds their JSON state (default: ``$TOOLWEAVE_DEMO_STATE``, else a
-    fixed directory under the system temp dir); ``names`` picks some of them.
-    """
-    from toolweave.adapters.demo_servers import DEMO_SERVERS, STATE_ENV
-
-    wanted = set(DEMO_SERVERS) if names is None else set(names)
-    unknown = wanted - set(DEMO_SERVERS)
-    if unknown:
-        known = ", ".join(DEMO_SERVERS)
-        raise ValueError(f"unknown demo servers {sorted(unknown)}; known: {known}")
-    directory = state_dir if state_dir is not None else os.environ.get(STATE_ENV)
-    env = {STATE_ENV: os.fspath(directory)} if directory is not None else None
-    return [
-        ServerConfig(
-            name=name,
-            command=(sys.executable, "-m", module),
-            env=env,
-            call_timeout=call_timeout,
-        )
-        for name, module in DEMO_SERVERS.items()
-        if name in wanted
-    ]

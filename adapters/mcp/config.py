@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -18,7 +19,7 @@ from toolweave.adapters.mcp.convert import (
     safe_tool_name,
 )
 
-__all__ = ["TRANSPORTS", "ServerConfig"]
+__all__ = ["TRANSPORTS", "ServerConfig", "demo_server_configs"]
 
 _NAMED = re.compile(r"([A-Za-z0-9_.-]+)=(.+)", re.DOTALL)
 
@@ -146,3 +147,35 @@ def _name_from_url(url: str) -> str:
     parts = urlsplit(url)
     host = parts.hostname or "server"
     return safe_tool_name(f"{host}_{parts.port}" if parts.port else host)
+
+
+def demo_server_configs(
+    state_dir: str | os.PathLike[str] | None = None,
+    *,
+    names: Iterable[str] | None = None,
+    call_timeout: float = 30.0,
+) -> list[ServerConfig]:
+    """Configs that start the bundled demo servers (``toolweave.adapters.demo_servers``) over stdio.
+
+    ``state_dir`` holds their JSON state (default: ``$TOOLWEAVE_DEMO_STATE``, else a
+    fixed directory under the system temp dir); ``names`` picks some of them.
+    """
+    from toolweave.adapters.demo_servers import DEMO_SERVERS, STATE_ENV
+
+    wanted = set(DEMO_SERVERS) if names is None else set(names)
+    unknown = wanted - set(DEMO_SERVERS)
+    if unknown:
+        known = ", ".join(DEMO_SERVERS)
+        raise ValueError(f"unknown demo servers {sorted(unknown)}; known: {known}")
+    directory = state_dir if state_dir is not None else os.environ.get(STATE_ENV)
+    env = {STATE_ENV: os.fspath(directory)} if directory is not None else None
+    return [
+        ServerConfig(
+            name=name,
+            command=(sys.executable, "-m", module),
+            env=env,
+            call_timeout=call_timeout,
+        )
+        for name, module in DEMO_SERVERS.items()
+        if name in wanted
+    ]

@@ -1,12 +1,13 @@
-"""`toolweave bench session` on a tiny session: one demo-server conversation of two turns
-on SmolLM2: two ChatToolweave configurations, the grammar baseline and ChatLlamaCpp."""
+"""`toolweave bench session` on a tiny session: two turns of a demo-server conversation on
+SmolLM2, offered two tools: two ChatToolweave configurations, the grammar baseline and
+ChatLlamaCpp."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from toolweave.adapters.bench.session import run_configs, summarize
-from toolweave.adapters.bench.session_run import conversations
+from toolweave.adapters.bench.session_run import Conversation, conversations
 from toolweave.models import resolve_model
 
 FIELDS = {
@@ -29,7 +30,11 @@ FIELDS = {
 
 
 def test_tiny_session(tmp_path: Path) -> None:
-    convs = conversations(bfcl=0, mcp=1, turns=2, max_tools=4)
+    # The first two turns of the first demo conversation, offered only the two weather tools
+    # they need: every configuration prefills the tools' descriptions on each model call.
+    (conv,) = conversations(bfcl=0, mcp=1, turns=2, max_tools=4)
+    assert conv.expected == ("current_weather", "forecast")
+    convs = [Conversation(conv.id, conv.source, conv.turns, conv.expected, conv.expected)]
     names = ["constrained", "toolweave", "grammar", "chat_llama_cpp"]
     records, startup_s = run_configs(
         names,
