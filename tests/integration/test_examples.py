@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -52,8 +53,13 @@ def test_plan_out_mcp_example_takes_a_server_command() -> None:
     assert "plan written in" in out and "arbiter decision:" in out
 
 
-def test_fastpath_example_decodes_every_mode_and_lossless_equals_jump() -> None:
-    out = run_example("fastpath_python.py")
+def test_fastpath_example_decodes_every_mode_and_lossless_equals_jump(tmp_path: Path) -> None:
+    # Its `--tools` option with four of the bundled tools: the 24 take 20 s to prefill here
+    # (the README's quick start runs those).
+    tools = json.loads((ROOT / "examples" / "tools" / "assistant_tools.json").read_text("utf-8"))
+    (tmp_path / "tools.json").write_text(json.dumps(tools[:4]), "utf-8")
+    out = run_example("fastpath_python.py", "--tools", str(tmp_path / "tools.json"))
+    assert "4 tools from" in out
     for mode in ("constrained", "jump", "fast", "lossless"):
         assert f"\n{mode}:\n  call get_current_weather(" in out
     assert '"location": "London"' in out

@@ -17,8 +17,9 @@ def _query_for(tool: ToolSpec, queries: list[dict[str, str]]) -> str:
     return f"Please use {tool.name}."
 
 
-def test_assistant_tools_cover_every_type(assistant_tools: tuple[ToolSpec, ...]) -> None:
-    assert len(assistant_tools) >= 20
+def _features(tool: ToolSpec) -> set[str]:
+    """The JSON types and keywords of `tool`'s arguments, "optional" if it has optional
+    ones, "none" if it takes none."""
     seen: set[str] = set()
 
     def walk(schema: object) -> None:
@@ -34,17 +35,46 @@ def test_assistant_tools_cover_every_type(assistant_tools: tuple[ToolSpec, ...])
             for v in schema:
                 walk(v)
 
-    for t in assistant_tools:
-        for key in t.argument_order:
-            walk(t.property_schema(key))
+    for key in tool.argument_order:
+        walk(tool.property_schema(key))
+    if tool.optional:
+        seen.add("optional")
+    if not tool.argument_order:
+        seen.add("none")
+    return seen
+
+
+def _covering(tools: tuple[ToolSpec, ...]) -> list[ToolSpec]:
+    """Few tools that together have every feature of `tools`, plus one with required
+    arguments only: each next the one that adds most features not yet covered."""
+    left = {t.name: _features(t) for t in tools}
+    chosen: list[ToolSpec] = []
+    covered: set[str] = set()
+    while True:
+        best = max(tools, key=lambda t: len(left[t.name] - covered))
+        if not left[best.name] - covered:
+            break
+        chosen.append(best)
+        covered |= left[best.name]
+    required_only = next(t for t in tools if t.argument_order and not t.optional)
+    return [*chosen, required_only]
+
+
+def test_assistant_tools_cover_every_type(assistant_tools: tuple[ToolSpec, ...]) -> None:
+    assert len(assistant_tools) >= 20
+    seen = set().union(*(_features(t) for t in assistant_tools))
     assert {"string", "number", "integer", "boolean", "array", "object", "enum"} <= seen
+    assert {"none", "optional"} <= seen
     assert sum(1 for t in assistant_tools if t.optional) >= 10
+    assert set().union(*(_features(t) for t in _covering(assistant_tools))) == seen
 
 
-def test_constrained_each_tool_alone_validates(
+def test_constrained_each_kind_of_tool_alone_validates(
     engine: Engine, assistant_tools: tuple[ToolSpec, ...], tool_queries: list[dict[str, str]]
 ) -> None:
-    for tool in assistant_tools:
+    # Tools that between them have every argument type, enums, objects, arrays, optional
+    # arguments and none (the choice among all 24 is tested below).
+    for tool in _covering(assistant_tools):
         caller = ToolCaller(engine, [tool], max_tokens=320)
         result = caller.call(_query_for(tool, tool_queries), "constrained")
         assert result.finish_reason == "stop", (tool.name, result.text)
