@@ -70,14 +70,15 @@ def test_forecasts_are_verified_so_lossless_still_equals_jump(
 ) -> None:
     cases = sample_cases((category,), 4, seed=3)
     accepted = 0
-    for case in cases:
+    for i, case in enumerate(cases):
         request = [dict(m) for m in case.messages]
         caller = ToolCaller(engine, case.tools, max_calls=None, max_tokens=160, forecast=True)
         jump = caller.call(request, "jump")
         lossless = caller.call(request, "lossless")
         assert_same_tokens(jump.tokens, lossless, (case.id, jump.text, lossless.text))
-        off = ToolCaller(engine, case.tools, max_calls=None, max_tokens=160, forecast=False)
-        assert off.call(request, "lossless").stats.forecast_drafted_tokens == 0
+        if i == 0:  # forecast=False drafts none
+            off = ToolCaller(engine, case.tools, max_calls=None, max_tokens=160, forecast=False)
+            assert off.call(request, "lossless").stats.forecast_drafted_tokens == 0
         accepted += lossless.stats.forecast_accepted_tokens
         assert lossless.stats.forecast_accepted_tokens <= lossless.stats.forecast_drafted_tokens
     assert accepted > 0  # forecasts were drafted, verified and used
