@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -42,6 +43,25 @@ def _private_prompt_states(tmp_path_factory: pytest.TempPathFactory) -> Iterator
     mp.setattr(chat_model, "default_store_dir", lambda: folder)
     yield
     mp.undo()
+
+
+def _link_measurements(root: Path) -> Path:
+    """Make `root` a fresh cache root that links the user's measured engine numerics, so
+    a test process started on it does not measure them again (about 5 s here; measuring
+    is `test_numerics`'s job). Its prompt states are its own."""
+    from toolweave.disk_cache import cache_root
+
+    root.mkdir(parents=True, exist_ok=True)
+    for name in ("numerics", "fingerprints.json"):
+        if (cache_root() / name).exists() and not (root / name).exists():
+            os.symlink(cache_root() / name, root / name)
+    return root
+
+
+@pytest.fixture(scope="session")
+def link_measurements() -> Callable[[Path], Path]:
+    """`_link_measurements`, for tests that start processes on a fresh cache root."""
+    return _link_measurements
 
 
 @pytest.fixture(scope="session")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -108,8 +109,10 @@ def bad_inputs(tmp: Path, tools_file: Path) -> dict[str, list[str | Path]]:
 
 def test_bad_inputs_exit_2_with_one_line(tmp_path: Path, tools_file: Path) -> None:
     failures = []
-    for case, args in bad_inputs(tmp_path, tools_file).items():
-        proc = toolweave(*args, timeout=60)
+    cases = bad_inputs(tmp_path, tools_file)
+    with ThreadPoolExecutor(4) as pool:  # separate processes: none waits for another
+        runs = list(pool.map(lambda a: toolweave(*a, timeout=60), cases.values()))
+    for case, proc in zip(cases, runs, strict=True):
         lines = proc.stderr.strip().splitlines()
         ok = (
             proc.returncode == 2
@@ -141,12 +144,12 @@ def test_bench_fastpath_writes_report_and_plot(tmp_path: Path) -> None:
 
 def test_bench_fastpath_runs_a_subset_of_modes(tmp_path: Path) -> None:
     out = tmp_path / "check.json"
-    args = ("bench", "fastpath", "--json", out, "--calls", "2", "--modes", "lossless,jump")
+    args = ("bench", "fastpath", "--json", out, "--calls", "1", "--modes", "lossless,jump")
     proc = toolweave(*args, timeout=600)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(out.read_text(encoding="utf-8"))
     assert list(report["modes"]) == ["jump", "lossless"]  # in the order of MODES
-    assert report["lossless_equals_jump"] + len(report["lossless_differs"]) == 2
+    assert report["lossless_equals_jump"] + len(report["lossless_differs"]) == 1
     assert report["modes"]["jump"]["speedup_time_to_tool_vs_constrained"] is None
     assert "forecast" not in report and "by_arguments" not in report
 

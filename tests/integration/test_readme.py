@@ -9,6 +9,7 @@ import re
 import shlex
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -47,8 +48,11 @@ def test_the_readme_shows_the_main_command() -> None:
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=[c.split()[1] for c in COMMANDS])
-def test_readme_shell_command_runs(command: str, tmp_path: Path) -> None:
+def test_readme_shell_command_runs(
+    command: str, tmp_path: Path, link_measurements: Callable[[Path], Path]
+) -> None:
     argv = [sys.executable, "-m", "toolweave.adapters.cli", *shlex.split(command)[1:]]
+    link_measurements(tmp_path / ".cache" / "toolweave")  # the engine's numerics, measured
     proc = subprocess.run(
         argv,
         cwd=ROOT,

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -73,17 +74,6 @@ def _call(tools_file: Path, states: Path) -> dict[str, object]:
     return doc
 
 
-def _share_measurements(root: Path) -> None:
-    """A fresh cache root that links the user's measured engine numerics, so the test
-    processes do not measure them again (only the states are the test's own)."""
-    from toolweave.disk_cache import cache_root
-
-    root.mkdir(parents=True, exist_ok=True)
-    for name in ("numerics", "fingerprints.json"):
-        if (cache_root() / name).exists():
-            os.symlink(cache_root() / name, root / name)
-
-
 @pytest.fixture
 def tools_file(tmp_path: Path) -> Path:
     path = tmp_path / "tools.json"
@@ -112,12 +102,14 @@ def test_no_cache_saves_nothing(tools_file: Path, tmp_path: Path) -> None:
     assert not states.exists() or not any(states.iterdir())
 
 
-def test_chat_model_restores_states_across_processes(tmp_path: Path) -> None:
+def test_chat_model_restores_states_across_processes(
+    tmp_path: Path, link_measurements: Callable[[Path], Path]
+) -> None:
     """Two processes at once on an empty cache, then a third: the store's files stay
     readable (checksummed, atomic writes; both processes succeed) and the third
     restores from disk."""
     env = {**os.environ, "TOOLWEAVE_CACHE_DIR": str(tmp_path / "root")}
-    _share_measurements(tmp_path / "root")
+    link_measurements(tmp_path / "root")
     cmd = [sys.executable, "-c", CHAT_SCRIPT]
     both = [subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env) for _ in range(2)]
     firsts = []
