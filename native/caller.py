@@ -204,7 +204,7 @@ class ToolCaller:
         forecast: bool | None = None,
         chat_template: str | None = None,
         session_drafts: bool = True,
-        template_tools: bool | None = False,
+        template_tools: bool | None = None,
     ) -> None:
         """`chat_template` (a Jinja template's text) replaces the engine's chat template
         for this caller's prompts, and gives the call format when `fmt` is None: the
@@ -218,8 +218,8 @@ class ToolCaller:
         `template_tools`: describe the tools through the template's own ``tools`` variable
         (the prompt the model was trained on) instead of toolweave's tool prompt. None:
         where the template lists tools and writes calls in the syntax this caller decodes
-        (`uses_template_tools`); SmolLM2's and Gemma 3's templates list none. Off by
-        default until every zoo mode is verified under the templates' own prompts."""
+        (`uses_template_tools`); SmolLM2's and Gemma 3's templates list none, so their
+        prompts stay toolweave's. False: toolweave's tool prompt on every template."""
         if not tools:
             raise ToolSpecError(None, "at least one tool is needed")
         names = [t.name for t in tools]

@@ -174,6 +174,11 @@ class ChatToolweave(BaseChatModel):
     #: In ``fast`` and ``lossless``, draft argument text from the conversation's earlier
     #: calls, results and turns (verified like every draft: the calls are unchanged).
     session_drafts: bool = True
+    #: Describe the bound tools through the chat template's own ``tools`` variable, with
+    #: calls as ``tool_calls`` and results as ``tool`` messages (id and name). None: where
+    #: the template lists tools and writes the syntax decoded; False: toolweave's own
+    #: tool prompt, calls written into the text.
+    template_tools: bool | None = None
     #: Load an engine of its own instead of sharing the process's engine of this model
     #: and settings: its KV cache then holds only this model's prompts (side-by-side
     #: comparisons; agents that must not see each other's live state). Close it with
@@ -366,6 +371,7 @@ class ChatToolweave(BaseChatModel):
                 system=system,
                 chat_template=self.chat_template,
                 session_drafts=self.session_drafts,
+                template_tools=self.template_tools,
             ),
         )
 
@@ -483,7 +489,7 @@ class ChatToolweave(BaseChatModel):
                 yield ev, None
             return
         caller = self._caller(plan.specs, system, max_calls)
-        msgs = template_messages(rest, caller.fmt)
+        msgs = template_messages(rest, caller.fmt, tool_calls=caller.template_tools)
         if self._stores_states:
             self._restore(eng, caller.prompt_tokens(msgs), restored)
         # tool_choice "none" with tools bound: a text (or JSON) answer on the tool prompt.

@@ -3,9 +3,11 @@
 The chat model renders a LangChain conversation with the model's own chat template:
 system messages become the system prompt (in front of the tool list when tools are
 bound), an `AIMessage`'s tool calls are written back in the call format the decoders
-produce, and tool results become ``tool`` turns. Results come back as `AIMessage`s with
-``tool_calls`` (unique ids), ``invalid_tool_calls``, ``usage_metadata`` and
-``response_metadata``, exactly the fields LangChain agents read.
+produce, and tool results become ``tool`` turns; where the template lists the tools
+itself, calls go to ``tool_calls`` and results carry their call id and tool name.
+Results come back as `AIMessage`s with ``tool_calls`` (unique ids),
+``invalid_tool_calls``, ``usage_metadata`` and ``response_metadata``, exactly the fields
+LangChain agents read.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from langchain_core.messages.tool import InvalidToolCall, ToolCall
 
 from toolweave.content import DATA_BLOCKS, block_text
 from toolweave.errors import ToolweaveError
-from toolweave.formats import CallFormat
+from toolweave.formats import CallFormat, SyntaxFormat
+from toolweave.prompting.chat_template import assistant_calls_message, tool_result_message
 from toolweave.results import CallResult
 from toolweave.toolspec import ToolCall as TwCall
 
@@ -95,21 +98,42 @@ def split_system(messages: Sequence[BaseMessage]) -> tuple[str | None, list[Base
     return ("\n\n".join(system) if system else None), rest
 
 
-def template_messages(messages: Sequence[BaseMessage], fmt: CallFormat) -> list[dict[str, Any]]:
-    """Non-system messages as ``{"role", "content"}`` dicts for a chat template."""
+def template_messages(
+    messages: Sequence[BaseMessage], fmt: CallFormat, *, tool_calls: bool = False
+) -> list[dict[str, Any]]:
+    """Non-system messages as dicts for a chat template.
+
+    By default an `AIMessage`'s calls are written into its text in `fmt` and a tool
+    result is a ``tool`` turn of text: what toolweave's own tool prompt shows. With
+    ``tool_calls`` (a template that lists the tools itself) the calls go to the message's
+    ``tool_calls`` (OpenAI shape, their ids) and each result carries its
+    ``tool_call_id`` and the tool's name, which the template renders its own way."""
     out: list[dict[str, Any]] = []
+    names: dict[str, str] = {}  # call id -> tool name, for results that do not say
+    as_string = isinstance(fmt, SyntaxFormat) and fmt.syntax.arguments_as_string
     for m in messages:
         if isinstance(m, HumanMessage):
             out.append({"role": "user", "content": message_text(m)})
         elif isinstance(m, AIMessage):
             text = message_text(m)
             calls = [TwCall(c["name"], dict(c["args"])) for c in m.tool_calls]
+            if calls and tool_calls:
+                ids = [c.get("id") or call_id() for c in m.tool_calls]
+                names.update((i, c.name) for i, c in zip(ids, calls, strict=True))
+                out.append(
+                    assistant_calls_message(calls, text, ids=ids, arguments_as_string=as_string)
+                )
+                continue
             if calls:
                 written = fmt.serialize(calls)
                 text = f"{text}\n{written}" if text else written
             out.append({"role": "assistant", "content": text})
         elif isinstance(m, ToolMessage):
-            out.append({"role": "tool", "content": message_text(m)})
+            if tool_calls:
+                name = m.name or names.get(m.tool_call_id, "")
+                out.append(tool_result_message(name, message_text(m), m.tool_call_id))
+            else:
+                out.append({"role": "tool", "content": message_text(m)})
         elif isinstance(m, SystemMessage):
             out.append({"role": "system", "content": message_text(m)})
         else:

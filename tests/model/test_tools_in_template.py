@@ -22,6 +22,8 @@ from toolweave.prompting.template_file import ChatTemplateError
 from toolweave.toolspec import ToolSpec
 
 if TYPE_CHECKING:
+    from langchain_core.messages import BaseMessage
+
     from toolweave.adapters.bench.zoo import Zoo
 
 TOOL = ToolSpec.from_dict(
@@ -75,3 +77,66 @@ def test_a_tool_template_gets_the_tools_and_calls_still_decode(zoo_engine: Engin
     assert caller.call(REQUEST, "constrained").tokens == jump.tokens
     lossless = caller.call(REQUEST, "lossless")
     assert_same_tokens(jump.tokens, lossless, (jump.text, lossless.text))
+
+
+HISTORY_RESULT = "The kitchen light is on."
+
+
+def _history() -> list[BaseMessage]:
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    call = {"name": "set_light", "args": {"room": "kitchen", "on": True}, "id": "call_7"}
+    return [
+        HumanMessage(REQUEST),
+        AIMessage("", tool_calls=[call]),
+        ToolMessage(HISTORY_RESULT, tool_call_id="call_7"),
+        HumanMessage("And the hall light off."),
+    ]
+
+
+def test_a_conversation_reaches_the_template_as_tool_calls_and_results(
+    zoo_engine: Engine,
+) -> None:
+    """A LangChain history on a tool-listing template: the earlier call is the
+    assistant message's ``tool_calls`` (written by the template, in the syntax the
+    caller decodes) and the result a ``tool`` message with its id and the tool's name."""
+    from toolweave.adapters.langchain.messages import template_messages
+    from toolweave.toolspec import ToolCall
+
+    caller = ToolCaller(zoo_engine, [TOOL], max_tokens=48)
+    assert caller.template_tools
+    msgs = template_messages(_history(), caller.fmt, tool_calls=caller.template_tools)
+    assert msgs[1]["tool_calls"][0]["id"] == "call_7" and msgs[1]["content"] == ""
+    assert msgs[2] == {
+        "role": "tool",
+        "tool_call_id": "call_7",
+        "name": "set_light",
+        "content": HISTORY_RESULT,
+    }
+    text = caller.prompt_text(msgs)
+    # The template wrote the call in the syntax decoded: its opening and name, then the
+    # values (how it writes a boolean and in what key order is the template's own affair:
+    # Qwen3.5's writes `True`, Gemma 4's sorts the keys).
+    written = caller.fmt.serialize([ToolCall("set_light", {"room": "kitchen", "on": True})])
+    head = "".join(written[: written.index("set_light") + len("set_light")].split())
+    flat = "".join(text.split())
+    assert head in flat and "kitchen" in flat[flat.index(head) :], (head, text)
+    assert HISTORY_RESULT in text and OWN_PROMPT not in text
+    result = caller.call(msgs, "jump")
+    assert not result.invalid and [c.name for c in result.calls] == ["set_light"]
+
+
+def test_the_chat_model_answers_a_tool_conversation_on_the_templates_prompt(
+    zoo_engine: Engine,
+) -> None:
+    from toolweave.adapters.langchain.chat_model import ChatToolweave
+    from toolweave.prompting.chat_template import openai_tools
+
+    chat = ChatToolweave(
+        model=str(zoo_engine.model_path), n_ctx=2048, max_tokens=48, state_store=None
+    )
+    bound = chat.bind_tools(openai_tools([TOOL]), tool_choice="set_light")
+    reply = bound.invoke(_history())
+    assert [c["name"] for c in reply.tool_calls] == ["set_light"]
+    TOOL.validate_call(reply.tool_calls[0]["args"])
+    assert reply.usage_metadata is not None and reply.usage_metadata["input_tokens"] > 0

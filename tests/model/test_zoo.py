@@ -64,9 +64,9 @@ class Loaded:
 
     def __init__(self, model: ZooModel) -> None:
         self.model = model
-        self.engine = Engine(model.path, n_ctx=1024, n_seq_max=8)
+        self.engine = Engine(model.path, n_ctx=2048, n_seq_max=8)  # Command R: 1,400 tokens
         # One tool: its name is forced, so every mode's call is checked against one schema.
-        self.caller = ToolCaller(self.engine, TOOLS[:1], max_tokens=64)
+        self.caller = ToolCaller(self.engine, TOOLS[:1], max_tokens=96)
         self.results: dict[str, CallResult] = {}
 
     def result(self, mode: str) -> CallResult:
