@@ -606,10 +606,12 @@ class ChatToolweave(BaseChatModel):
         message = ai_message(results[-1], model_name=self.model_name, ids=streamer.ids)
         return ChatResult(generations=[ChatGeneration(message=message)])
 
-    def _producer(
+    def event_producer(
         self, messages: list[BaseMessage], stop: list[str] | None, kwargs: Mapping[str, Any]
     ) -> Callable[[Callable[[_Event], None]], None]:
-        """What a stream's worker thread runs: the whole decode, emitting its events."""
+        """What a stream's worker thread runs: the whole decode, emitting each event with
+        the tool caller that made it (None for text and JSON). Streams and `toolweave
+        serve` run it on a worker thread of their own."""
 
         def produce(emit: Callable[[_Event], None]) -> None:
             self._decode(messages, lambda ev, caller: emit((ev, caller)), stop=stop, **kwargs)
@@ -636,7 +638,7 @@ class ChatToolweave(BaseChatModel):
 
         streamer = CallStreamer(self.engine, active_runner())
         self._observe_start()
-        for ev, caller in stream_in_worker(self._producer(messages, stop, kwargs)):
+        for ev, caller in stream_in_worker(self.event_producer(messages, stop, kwargs)):
             for chunk in self._chunks(streamer, ev, caller):
                 text = chunk.message.content
                 if run_manager and isinstance(text, str) and text:
@@ -681,7 +683,7 @@ class ChatToolweave(BaseChatModel):
 
         streamer = CallStreamer(self.engine, active_runner())
         self._observe_start()
-        async for ev, caller in astream_in_worker(self._producer(messages, stop, kwargs)):
+        async for ev, caller in astream_in_worker(self.event_producer(messages, stop, kwargs)):
             for chunk in self._chunks(streamer, ev, caller):
                 text = chunk.message.content
                 if run_manager and isinstance(text, str) and text:

@@ -117,7 +117,7 @@ class Backend:
         chat = self.chat(request.max_tokens)
         streamer = CallStreamer(chat.engine)
         holdback = StopHoldback(request.stop)
-        produce = chat._producer(
+        produce = chat.event_producer(
             list(request.messages), list(request.stop) or None, dict(request.options)
         )
         started = 0

@@ -363,7 +363,7 @@ class StateStore:
             return None
         live = engine.seq_tokens.get(seq, ())
         prompt = found[1]
-        if len(live) < len(prompt) or common_prefix(live, prompt) < len(prompt):
+        if common_prefix(live, prompt) < len(prompt):
             return None
         return found
 
