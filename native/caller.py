@@ -94,7 +94,10 @@ def session_texts(request: str | Sequence[Message]) -> tuple[str, ...]:
     left = SESSION_DRAFT_CHARS
     for message in reversed(messages[:last_user]):
         content = message.get("content")
-        if message.get("role") == "system" or not isinstance(content, str) or not content:
+        content = content if isinstance(content, str) else ""
+        # Calls given to the template as ``tool_calls``: their arguments as compact JSON.
+        content = "\n".join([content, *_call_argument_texts(message)]).strip()
+        if message.get("role") == "system" or not content:
             continue
         texts.append(content[-left:])
         left -= len(texts[-1])
@@ -135,6 +138,21 @@ def uses_template_tools(template: str | None, fmt: CallFormat) -> bool:
         return own.serialize_call(probe) == fmt.serialize_call(probe)
     except Exception:  # a format that cannot write the probe call writes another syntax
         return False
+
+
+def _call_argument_texts(message: Message) -> list[str]:
+    """The arguments of an assistant message's ``tool_calls`` (OpenAI shape), each as
+    compact JSON (as toolweave writes them) or the string the message holds."""
+    out: list[str] = []
+    calls = message.get("tool_calls")
+    for call in calls if isinstance(calls, list) else ():
+        function = call.get("function") if isinstance(call, dict) else None
+        args = function.get("arguments") if isinstance(function, dict) else None
+        if isinstance(args, str):
+            out.append(args)
+        elif isinstance(args, dict):
+            out.append(json.dumps(args, ensure_ascii=False, separators=(",", ":")))
+    return out
 
 
 class _DecoderFormat(SyntaxFormat):

@@ -11,6 +11,7 @@ from test_forecast import _tool
 
 from toolweave.native.caller import SESSION_DRAFT_CHARS, ToolCaller, session_texts
 from toolweave.native.engine import Engine
+from toolweave.prompting.chat_template import assistant_calls_message
 from toolweave.toolspec import ToolCall
 
 TOOLS = [
@@ -74,6 +75,11 @@ def test_session_texts_are_the_messages_before_the_last_request() -> None:
     long = [{"role": "tool", "content": "x" * (SESSION_DRAFT_CHARS + 10) + "end"}, msgs[-1]]
     (kept,) = session_texts(long)
     assert len(kept) == SESSION_DRAFT_CHARS and kept.endswith("end")
+    # A call handed to the template as `tool_calls`: its arguments, as toolweave writes them.
+    called = assistant_calls_message([ToolCall("read_file", {"path": "a b.txt", "n": 2})])
+    assert session_texts([msgs[1], called, msgs[-1]]) == ("first", '{"path":"a b.txt","n":2}')
+    as_string = assistant_calls_message([ToolCall("f", {"x": 1})], arguments_as_string=True)
+    assert session_texts([as_string, msgs[-1]]) == ('{"x": 1}',)
 
 
 @pytest.mark.slow
