@@ -270,7 +270,12 @@ class PlanOutAgent:
         token = anyio.lowlevel.current_token()
 
         def put(item: str | BaseException | None) -> None:
-            anyio.from_thread.run_sync(send.send_nowait, item, token=token)
+            if stop.is_set():
+                return  # the reader has stopped: nobody takes the item
+            try:
+                anyio.from_thread.run_sync(send.send_nowait, item, token=token)
+            except (anyio.RunFinishedError, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                stop.set()  # its event loop or stream is gone: stop decoding for it
 
         def produce() -> None:
             try:
