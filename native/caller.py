@@ -45,6 +45,8 @@ from toolweave.prompting.chat_template import (
     template_tool_messages,
     tool_messages,
 )
+from toolweave.prompting.conversation import request_text as conversation_request_text
+from toolweave.prompting.conversation import session_texts
 from toolweave.prompting.template_file import ChatTemplateError
 from toolweave.results import CallResult, CallStats, InvalidCall
 from toolweave.sampling import Sampling
@@ -62,48 +64,6 @@ __all__ = [
     "template_format",
     "uses_template_tools",
 ]
-
-
-def _request_text(request: str | Sequence[Message]) -> str:
-    """The user's words: the request itself or the text of its last user message."""
-    if isinstance(request, str):
-        return request
-    messages: Sequence[Message] = request
-    for message in reversed(messages):
-        content = message.get("content")
-        if message.get("role") == "user" and isinstance(content, str):
-            return content
-    return ""
-
-
-#: At most this much of a session's past is searched for drafts (the latest of it).
-SESSION_DRAFT_CHARS = 32_000
-
-
-def session_texts(request: str | Sequence[Message]) -> tuple[str, ...]:
-    """The texts of a conversation before its last user message (earlier turns, the
-    assistant's calls, tool results), oldest first, the latest `SESSION_DRAFT_CHARS`
-    characters of them: what session drafts copy from. A bare request has none."""
-    if isinstance(request, str):
-        return ()
-    messages = list(request)
-    last_user = max(
-        (i for i, m in enumerate(messages) if m.get("role") == "user"), default=len(messages)
-    )
-    texts: list[str] = []
-    left = SESSION_DRAFT_CHARS
-    for message in reversed(messages[:last_user]):
-        content = message.get("content")
-        content = content if isinstance(content, str) else ""
-        # Calls given to the template as ``tool_calls``: their arguments as compact JSON.
-        content = "\n".join([content, *_call_argument_texts(message)]).strip()
-        if message.get("role") == "system" or not content:
-            continue
-        texts.append(content[-left:])
-        left -= len(texts[-1])
-        if left <= 0:
-            break
-    return tuple(reversed(texts))
 
 
 def template_format(template: str | None) -> CallFormat:
@@ -138,21 +98,6 @@ def uses_template_tools(template: str | None, fmt: CallFormat) -> bool:
         return own.serialize_call(probe) == fmt.serialize_call(probe)
     except Exception:  # a format that cannot write the probe call writes another syntax
         return False
-
-
-def _call_argument_texts(message: Message) -> list[str]:
-    """The arguments of an assistant message's ``tool_calls`` (OpenAI shape), each as
-    compact JSON (as toolweave writes them) or the string the message holds."""
-    out: list[str] = []
-    calls = message.get("tool_calls")
-    for call in calls if isinstance(calls, list) else ():
-        function = call.get("function") if isinstance(call, dict) else None
-        args = function.get("arguments") if isinstance(function, dict) else None
-        if isinstance(args, str):
-            out.append(args)
-        elif isinstance(args, dict):
-            out.append(json.dumps(args, ensure_ascii=False, separators=(",", ":")))
-    return out
 
 
 class _DecoderFormat(SyntaxFormat):
@@ -235,7 +180,8 @@ class ToolCaller:
         conversation's earlier messages (verified, so the output is unchanged).
         `template_tools`: describe the tools through the template's own ``tools`` variable
         (the prompt the model was trained on) instead of toolweave's tool prompt. None:
-        where the template lists tools and writes calls in the syntax this caller decodes
+        where no `fmt` is given, the template lists tools and it writes calls in the syntax
+        this caller decodes
         (`uses_template_tools`); SmolLM2's and Gemma 3's templates list none, so their
         prompts stay toolweave's. False: toolweave's tool prompt on every template."""
         if not tools:
@@ -410,7 +356,7 @@ class ToolCaller:
     ) -> Iterator[CallEvent]:
         eng = self.engine
         prompt = self.prompt_tokens(request)
-        request_text = _request_text(request)
+        request_text = conversation_request_text(request)
         with eng.lock:
             speculation = self._speculation(plan, request_text)
             passes0 = eng.counters.forward_passes

@@ -9,9 +9,10 @@ import pytest
 from reference_check import assert_same_tokens
 from test_forecast import _tool
 
-from toolweave.native.caller import SESSION_DRAFT_CHARS, ToolCaller, session_texts
+from toolweave.native.caller import ToolCaller
 from toolweave.native.engine import Engine
 from toolweave.prompting.chat_template import assistant_calls_message
+from toolweave.prompting.conversation import SESSION_DRAFT_CHARS, session_texts
 from toolweave.toolspec import ToolCall
 
 TOOLS = [
