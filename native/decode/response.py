@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import re
 import time
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ from toolweave.drafting.ngram import AcceptanceRate, draft_length
 from toolweave.errors import CallFormatError
 from toolweave.events import CallEvent
 from toolweave.formats import CallFormat, SyntaxFormat
+from toolweave.formats.syntax import CALL_ID, INDEX
 from toolweave.native.calibration import CostTable
 from toolweave.native.constraints import TokenMatcher, Vocabulary
 from toolweave.native.decode.forecasting import Forecaster, RepeatIndex
@@ -64,6 +66,11 @@ _DECODER = json.JSONDecoder()
 #: 0.27 for SmolLM2 and 0.09 for Gemma 3 on this CPU; only used to split phase times).
 _PREFILL_RATIO = 0.25
 _LOGITS_BYTES = 8 * 1024 * 1024
+
+
+def _after_slots(marker: str) -> str:
+    """The fixed end of `marker`: its text after the last index or id it holds."""
+    return re.split(f"[{INDEX}{CALL_ID}]", marker)[-1].strip()
 
 
 def _now_ms() -> float:
@@ -200,9 +207,13 @@ class ResponseDecoder:
             syn = fmt.syntax
             self._reply_open, self._reply_close = syn.open, syn.close
             self._between = syn.separator
-            ends = {syn.call_close.strip() or "}", fmt.close.strip()} - {""}
+            # What ends a call: its closing marker after any index or id it holds.
+            ends = {_after_slots(syn.call_close) or "}", _after_slots(fmt.close)} - {""}
             self._call_ends = tuple(sorted(ends))
         self._heads = {name: self._head(name) for name in tools}
+        # A syntax writing each call's id by its position has heads per position.
+        self._positional = isinstance(fmt, SyntaxFormat) and fmt.syntax.positional
+        self._heads_by_index: dict[int, dict[str, tuple[str, str]]] = {0: self._heads}
         # Forecasting: only where verification pays, per the engine's measured pass costs.
         self._forecaster: Forecaster | None = None
         # Session drafts need no ranking: they run wherever a session has a past.
@@ -232,9 +243,22 @@ class ResponseDecoder:
         self._inexact = bound is not None and bound.max_delta > 0
 
     # ------------------------------------------------------------------ text helpers
-    def _head(self, name: str) -> tuple[str, str]:
-        """(text up to the first argument key, text after the last argument) of a call."""
-        text = self.fmt.serialize_call(ToolCall(name, {_SENTINEL: 0}))
+    def _heads_now(self) -> dict[str, tuple[str, str]]:
+        """The heads and tails of the call being written (by its position, where that
+        changes them)."""
+        index = len(self.calls) if self._positional else 0
+        if index not in self._heads_by_index:
+            self._heads_by_index[index] = {name: self._head(name, index) for name in self.tools}
+        return self._heads_by_index[index]
+
+    def _head(self, name: str, index: int = 0) -> tuple[str, str]:
+        """(text up to the first argument key, text after the last argument) of a call
+        written at position `index` of the response."""
+        call = ToolCall(name, {_SENTINEL: 0})
+        if index and isinstance(self.fmt, SyntaxFormat):
+            text = self.fmt.serialize_call_at(call, index)
+        else:
+            text = self.fmt.serialize_call(call)
         marker = json.dumps(_SENTINEL) + ":0"
         i = text.index(marker)
         tail = text[i + len(marker) :]
@@ -422,7 +446,7 @@ class ResponseDecoder:
         full = self.text()
         call_text = self._call_text(full)
         if self._call.spec is None:
-            for name, (head, _) in self._heads.items():
+            for name, (head, _) in self._heads_now().items():
                 if call_text.startswith(head):
                     self._call.spec = self.tools[name]
                     yield CallEvent("name", _now_ms(), name=name)
@@ -465,7 +489,7 @@ class ResponseDecoder:
             parallel = self.speculation.parallel_pays
             if not keys or not (provisional_pays or parallel(spec, len(keys))):
                 return False  # decode the values serially, exactly as `jump`
-            head, tail = self._heads[spec.name]
+            head, tail = self._heads_now()[spec.name]
             self._flush()  # exactly the pass `jump` makes for these tokens
             t0 = time.perf_counter()
             # What may follow each value in the call grammar: the next required key, or for

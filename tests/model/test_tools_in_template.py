@@ -17,7 +17,7 @@ from reference_check import assert_same_tokens
 from toolweave.eval.zoo_spec import ZOO_FAMILIES
 from toolweave.native.caller import ToolCaller
 from toolweave.native.engine import Engine
-from toolweave.prompting.chat_template import template_renders_tools
+from toolweave.prompting.chat_template import template_call_id, template_renders_tools
 from toolweave.prompting.template_file import ChatTemplateError
 from toolweave.toolspec import ToolSpec
 
@@ -42,8 +42,9 @@ TOOL = ToolSpec.from_dict(
 )
 REQUEST = "Turn the kitchen light on, please."
 OWN_PROMPT = "You are a function calling AI model"
-#: Zoo families whose template lists tools and writes calls in the syntax decoded.
-LISTING = ("qwen2", "llama3", "qwen35", "gemma4")
+#: Zoo families whose template lists tools and writes calls in the syntax decoded
+#: (Mistral Nemo's and Command R7B's with the call id in each call).
+LISTING = ("qwen2", "llama3", "qwen35", "gemma4", "mistral", "command-r")
 
 
 def test_smollm2_keeps_toolweaves_prompt(engine: Engine) -> None:
@@ -90,6 +91,7 @@ def _history() -> list[BaseMessage]:
         HumanMessage(REQUEST),
         AIMessage("", tool_calls=[call]),
         ToolMessage(HISTORY_RESULT, tool_call_id="call_7"),
+        AIMessage("Done: the kitchen light is on."),  # Mistral's template wants an answer
         HumanMessage("And the hall light off."),
     ]
 
@@ -106,10 +108,13 @@ def test_a_conversation_reaches_the_template_as_tool_calls_and_results(
     caller = ToolCaller(zoo_engine, [TOOL], max_tokens=48)
     assert caller.template_tools
     msgs = template_messages(_history(), caller.fmt, tool_calls=caller.template_tools)
-    assert msgs[1]["tool_calls"][0]["id"] == "call_7" and msgs[1]["content"] == ""
+    # The id as templates get it (nine letters and digits, Mistral's demand), the
+    # same in the call and its result.
+    cid = template_call_id("call_7")
+    assert msgs[1]["tool_calls"][0]["id"] == cid and msgs[1]["content"] == ""
     assert msgs[2] == {
         "role": "tool",
-        "tool_call_id": "call_7",
+        "tool_call_id": cid,
         "name": "set_light",
         "content": HISTORY_RESULT,
     }

@@ -19,6 +19,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from toolweave.eval.zoo_spec import ZOO_FAMILIES, ZooFamily
 from toolweave.formats import SyntaxFormat, format_for_chat_template
+from toolweave.formats.syntax import default_call_id
 from toolweave.native.caller import ToolCaller, template_format
 from toolweave.native.chat import chat_parts, chat_tokens, control_token_ids
 from toolweave.native.engine import Engine
@@ -107,21 +108,15 @@ def test_zoo_chat_template_renders_with_control_tokens(loaded: Loaded) -> None:
     assert eng.detokenize(tokens).count(REQUEST) == 1
 
 
-#: Syntaxes toolweave's caller writes as the template does; the other families' cases
-#: are strict xfails, so they fail once their syntax is written.
-WRITTEN = ("hermes", "llama3", "json", "qwen-xml", "gemma4")
-#: Families decoded in their template's syntax whose template writes more than it: a
-#: call id inside the call object (``"tool_call_id": "0"``, ``"id": "call00001"``).
-WITH_ID_KEY = ("command-r", "mistral")
 #: The zoo families decoded in the syntax read off their template, and text every call
 #: of theirs holds (their markers, their name and arguments keys).
 OWN_SYNTAX = {
     "command-r": (
         "<|START_ACTION|>[\n    {",
-        '{"tool_name":"set_light","parameters":{',
+        '{"tool_call_id":"0","tool_name":"set_light","parameters":{',
         "}}\n]<|END_ACTION|>",
     ),
-    "mistral": ('[TOOL_CALLS][{"name":"set_light","arguments":{', "}}]"),
+    "mistral": ('[TOOL_CALLS][{"name":"set_light","arguments":{', '},"id":"call00000"}]'),
     "qwen35": (
         "<tool_call>\n<function=set_light>\n<parameter=room>\n",
         "\n</parameter>\n<parameter=level>\n",
@@ -141,18 +136,6 @@ def _tojson(value: object, indent: int | None = None) -> str:
     return json.dumps(value, ensure_ascii=False, indent=indent)
 
 
-def _syntax_case(family: ZooFamily) -> object:
-    if family.syntax in WRITTEN:
-        return family
-    reason = f"toolweave cannot write the {family.syntax!r} call syntax yet ({family.stands_for})"
-    if family.name in WITH_ID_KEY:
-        reason = (
-            f"toolweave writes the {family.syntax!r} syntax without the call id the template "
-            f"writes in each call ({family.stands_for})"
-        )
-    return pytest.param(family, marks=pytest.mark.xfail(strict=True, reason=reason))
-
-
 def _template_call_text(template: str) -> str:
     """What the template renders for an assistant turn holding `CALL` (OpenAI shape)."""
     env = ImmutableSandboxedEnvironment(
@@ -168,7 +151,7 @@ def _template_call_text(template: str) -> str:
             "content": "",
             "tool_calls": [
                 {
-                    "id": "call00001",  # 9 alphanumerics: what Mistral's templates demand
+                    "id": default_call_id(0),  # a message's first call, as toolweave writes it
                     "type": "function",
                     "function": {"name": CALL.name, "arguments": arguments},
                 }
@@ -183,7 +166,7 @@ def _template_call_text(template: str) -> str:
     return ""
 
 
-@pytest.mark.parametrize("family", [_syntax_case(f) for f in ZOO_FAMILIES], ids=IDS)
+@pytest.mark.parametrize("family", ZOO_FAMILIES, ids=IDS)
 def test_zoo_template_gets_its_own_call_syntax(family: ZooFamily, zoo: Zoo) -> None:
     """The format toolweave's caller takes for the template writes a call as the
     template does (whitespace and argument order aside); a template rendering no call

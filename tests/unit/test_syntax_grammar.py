@@ -17,7 +17,7 @@ import pytest
 from toolweave.errors import CallFormatError, ConstraintError
 from toolweave.formats import CallFormat, SyntaxFormat, format_for_chat_template, get_format
 from toolweave.formats.detect import detect_call_format
-from toolweave.formats.syntax import CallSyntax
+from toolweave.formats.syntax import INDEX, CallSyntax
 from toolweave.grammar.call import SYNTAX_LAYOUTS, call_grammar, syntax_grammar_gap
 from toolweave.grammar.syntax_call import marker_text
 from toolweave.toolspec import ToolCall, ToolSpec
@@ -76,6 +76,9 @@ SUPPORTED = {
     "Apertus-8B-Instruct.jinja": "json",
     "GigaChat3.1-10B-A1.8B.jinja": "json",
     "mistralai-Ministral-3-14B-Reasoning-2512.jinja": "named-json",
+    "Mistral-Small-3.2-24B-Instruct-2506.jinja": "named-json",
+    "moonshotai-Kimi-K2.jinja": "named-json",
+    "upstage-Solar-Open-100B.jinja": "named-json",
     "deepseek-ai-DeepSeek-V3.1.jinja": "named-json",
     "llama-cpp-deepseek-r1.jinja": "named-json",
     "meetkai-functionary-medium-v3.1.jinja": "named-json",
@@ -104,11 +107,13 @@ TYPED = (
     "deepseek-ai-DeepSeek-V4.jinja",
 )
 
-#: Templates whose syntax is read but has no call grammar yet, and what the error names.
-UNSUPPORTED = {
-    "Mistral-Small-3.2-24B-Instruct-2506.jinja": "id",
-    "moonshotai-Kimi-K2.jinja": "index",
-    "upstage-Solar-Open-100B.jinja": "id",
+#: Syntaxes writing each call by its position: its id in the call object or in a marker.
+POSITIONAL = {
+    "mistralai-Mistral-Nemo-Instruct-2407.jinja": ',"id":"call00001"}',
+    "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja": '{"tool_call_id":"1",',
+    "Mistral-Small-3.2-24B-Instruct-2506.jinja": "[CALL_ID]call00001[ARGS]",
+    "moonshotai-Kimi-K2.jinja": ":1<|tool_call_argument_begin|>",
+    "upstage-Solar-Open-100B.jinja": "<|tool_call:begin|>call00001<|tool_call:name|>",
 }
 
 
@@ -222,12 +227,30 @@ def test_one_call_syntax_grammar_holds_one_call() -> None:
     assert "call (" not in grammar.splitlines()[0]
 
 
-@pytest.mark.parametrize(("name", "what"), sorted(UNSUPPORTED.items()))
-def test_other_syntaxes_are_refused_saying_why(name: str, what: str) -> None:
-    fmt = detect_call_format(template(name))
-    assert isinstance(fmt, SyntaxFormat)
-    with pytest.raises(ConstraintError, match=what):
+@pytest.mark.parametrize(("name", "second"), sorted(POSITIONAL.items()))
+def test_each_call_is_written_with_its_own_position(name: str, second: str) -> None:
+    """The second call carries index 1 (or id ``call00001``): the grammar holds a rule
+    per position, so a second call written with the first one's id is refused."""
+    fmt = syntax_format(name)
+    assert fmt.syntax.positional
+    grammar = call_grammar(fmt, TOOLS, max_calls=3)
+    text = fmt.serialize(CALLS[:2])
+    assert second in text and accepts(grammar, text), text
+    first = fmt.serialize(CALLS[:1])
+    wrong = text.replace(second, second.replace("1", "0"))
+    assert wrong != text and not accepts(grammar, wrong), wrong
+    assert accepts(grammar, first)
+
+
+def test_response_markers_holding_an_index_are_refused_saying_why() -> None:
+    fmt = SyntaxFormat(CallSyntax("json", call_open="<call>", separator=f"<sep {INDEX}>"))
+    with pytest.raises(ConstraintError, match="index or id"):
         call_grammar(fmt, TOOLS)
+    xml = CallSyntax(
+        "xml", call_open=f"<call {INDEX}>", key_open="<k=", key_close=">", value_close="</k>"
+    )
+    with pytest.raises(ConstraintError, match="xml layout"):
+        call_grammar(SyntaxFormat(xml), TOOLS)
 
 
 def test_arguments_as_a_string_are_refused() -> None:

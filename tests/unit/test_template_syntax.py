@@ -22,7 +22,7 @@ from toolweave.formats.detect import (
 )
 from toolweave.formats.free_text import calls_in_text
 from toolweave.formats.stream import CallStream
-from toolweave.formats.syntax import CallSyntax, SyntaxFormat, syntax_of, xml_value
+from toolweave.formats.syntax import CALL_ID, INDEX, CallSyntax, SyntaxFormat, syntax_of, xml_value
 from toolweave.formats.table import syntax_rows, syntax_table_markdown, table_in
 from toolweave.prompting.chat_template import (
     assistant_calls_message,
@@ -115,6 +115,35 @@ def test_slots_for_call_ids_and_indexes() -> None:
     assert kimi.syntax.to_dict()["name_close"] == ":{index}<|tool_call_argument_begin|>"
     written = kimi.serialize(list(PROBE_CALLS))
     assert "functions.get_weather:0<" in written and "functions.get_time:1<" in written
+
+
+def test_call_ids_inside_the_call_object() -> None:
+    """Command R7B writes each call's index first in its object, Mistral Nemo (and
+    llama.cpp's LFM2 template) an id last: both are read and written back."""
+    cohere = detect_call_syntax(template("CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja"))
+    assert (cohere.id_key, cohere.id_value, cohere.id_first) == ("tool_call_id", INDEX, True)
+    nemo = detect_call_syntax(template("mistralai-Mistral-Nemo-Instruct-2407.jinja"))
+    assert (nemo.id_key, nemo.id_value, nemo.id_first) == ("id", CALL_ID, False)
+    assert cohere.positional and nemo.positional
+    written = SyntaxFormat(nemo).serialize(list(PROBE_CALLS))
+    assert '"arguments":{"city":"Paris","days":3},"id":"call00000"}' in written
+    assert '"id":"call00001"}]' in written
+    assert SyntaxFormat(nemo).parse(written) == list(PROBE_CALLS)
+    hermes = detect_call_syntax(template("Qwen-Qwen2.5-7B-Instruct.jinja"))
+    assert hermes.id_key is None and not hermes.positional
+    with pytest.raises(CallFormatError, match="call id"):
+        CallSyntax("named-json", name_close="[ARGS]", id_key="id")
+
+
+def test_a_call_id_between_the_other_keys_is_refused() -> None:
+    middle = (
+        "{% for m in messages %}{% if m.tool_calls %}{% for c in m.tool_calls %}"
+        '{"name": "{{ c.function.name }}", "id": "{{ c.id }}", '
+        '"arguments": {{ c.function.arguments | tojson }}}'
+        "{% endfor %}{% else %}{{ m.content }}{% endif %}{% endfor %}"
+    )
+    with pytest.raises(CallFormatError, match="sits between"):
+        detect_call_syntax(middle)
 
 
 def test_single_call_templates() -> None:

@@ -365,14 +365,37 @@ def _json_fields(value: Mapping[str, Any], name: str, args: Any) -> dict[str, An
         return None
     for key, item in value.items():
         if item == args:
-            return {"name_key": name_key, "arguments_key": key}
+            return {"name_key": name_key, "arguments_key": key, **_id_fields(value, name_key, key)}
         if isinstance(item, str) and item.strip().startswith("{"):
             try:
                 if json.loads(item) == args:
-                    return {"name_key": name_key, "arguments_key": key, "arguments_as_string": True}
+                    fields = {"name_key": name_key, "arguments_key": key}
+                    return {**fields, "arguments_as_string": True}
             except ValueError:
                 continue
     return None
+
+
+def _id_fields(value: Mapping[str, Any], name_key: str, arguments_key: str) -> dict[str, Any]:
+    """The call-id fields of a call object: the key whose value is the call's id (the
+    probe's id, or its index as text), first or last in the object. Other keys are left
+    alone, as before."""
+    keys = list(value)
+    found = [
+        k
+        for k in keys
+        if k not in (name_key, arguments_key)
+        and isinstance(value[k], str)
+        and (CALL_ID in value[k] or value[k].isdigit())
+    ]
+    if not found:
+        return {}
+    if len(found) > 1:
+        raise CallFormatError(f"the call object holds more than one id: {found[:4]}")
+    key = found[0]
+    if keys.index(key) not in (0, len(keys) - 1):
+        raise CallFormatError(f"the call id {key!r} sits between the other keys of the call")
+    return {"id_key": key, "id_value": value[key], "id_first": keys[0] == key}
 
 
 def _python_core(text: str, call: ToolCall, start: int) -> _Core | None:

@@ -4,7 +4,9 @@ Every syntax found in current chat templates is one of four argument layouts ins
 fixed markers:
 
 - ``json``: a JSON object holding the name and the arguments (``{"name": "f",
-  "arguments": {...}}``, or ``{"f": {...}}`` when ``name_key`` is None);
+  "arguments": {...}}``, or ``{"f": {...}}`` when ``name_key`` is None), and in some
+  templates the call's id as its first or last key (``{"tool_call_id": "0", ...}``,
+  ``{..., "id": "call00000"}``);
 - ``named-json``: the name as text, then the arguments as a JSON object
   (``[TOOL_CALLS]f[ARGS]{...}``);
 - ``xml``: the name as text, then one marked-up element per argument
@@ -41,6 +43,7 @@ __all__ = [
     "SyntaxFormat",
     "default_call_id",
     "marker_pattern",
+    "slots",
     "syntax_of",
     "xml_value",
 ]
@@ -75,6 +78,9 @@ class CallSyntax:
     ``string_arguments_in`` that the template must be given them as one (in
     ``tool_calls``).
     ``multiple`` is False when the template writes one call per message at most.
+    ``id_key`` names the key of the json layout's object that holds the call's id,
+    written ``id_value`` (which may hold `INDEX` or `CALL_ID`), first in the object when
+    ``id_first``, else last.
     """
 
     layout: Layout
@@ -96,15 +102,31 @@ class CallSyntax:
     arguments_as_string: bool = False
     string_arguments_in: bool = False
     multiple: bool = True
+    id_key: str | None = None
+    id_value: str = CALL_ID
+    id_first: bool = False
 
     def __post_init__(self) -> None:
         if self.layout not in LAYOUTS:
             raise CallFormatError(f"unknown call layout {self.layout!r} (known: {LAYOUTS})")
+        if self.id_key is not None and (self.layout != "json" or self.name_key is None):
+            raise CallFormatError("only a json call object with a name key holds a call id")
+        if self.id_key is not None and self.id_key in (self.name_key, self.arguments_key):
+            raise CallFormatError(f"the call id key {self.id_key!r} is also another key")
         if self.layout == "xml":
             if not (self.key_open.strip() or self.arg_separator.strip()):
                 raise CallFormatError("an xml call syntax needs a key_open or an arg_separator")
             if not (self.value_close.strip() or (self.typed and self.string_close.strip())):
                 raise CallFormatError("an xml call syntax needs a value_close or a string_close")
+
+    @property
+    def positional(self) -> bool:
+        """Whether a call is written differently at each position of a response: its
+        id key, or a marker of the call, holds the call's index or id."""
+        held = [self.call_open, self.call_close, self.name_close]
+        if self.id_key is not None:
+            held.append(self.id_value)
+        return any(INDEX in text or CALL_ID in text for text in held)
 
     @property
     def typed(self) -> bool:
@@ -228,16 +250,24 @@ class SyntaxFormat(CallFormat):
         if len(calls) > 1 and not s.multiple:
             raise CallFormatError(f"the {self.name} syntax writes one call per message")
         parts = [
-            _slots(s.call_open, i) + self._body(c, i) + _slots(s.call_close, i)
+            slots(s.call_open, i) + self._body(c, i) + slots(s.call_close, i)
             for i, c in enumerate(calls)
         ]
-        return _slots(s.open, 0) + s.separator.join(parts) + _slots(s.close, 0)
+        return slots(s.open, 0) + s.separator.join(parts) + slots(s.close, 0)
 
     def serialize_call(self, call: ToolCall) -> str:
         return self.serialize([call])
 
-    def body(self, call: ToolCall) -> str:
-        return self._body(call, 0)
+    def body(self, call: ToolCall, index: int = 0) -> str:
+        """The call itself, markers aside, as written at position ``index`` of a response."""
+        return self._body(call, index)
+
+    def serialize_call_at(self, call: ToolCall, index: int) -> str:
+        """A response holding `call` as it is written at position ``index`` (its id; the
+        response's own markers as for one call)."""
+        s = self.syntax
+        body = slots(s.call_open, index) + self._body(call, index) + slots(s.call_close, index)
+        return slots(s.open, 0) + body + slots(s.close, 0)
 
     def _body(self, call: ToolCall, index: int) -> str:
         s = self.syntax
@@ -246,12 +276,18 @@ class SyntaxFormat(CallFormat):
             return PyCallFormat().body(call)
         if s.layout == "json":
             value: Any = dump_json(args) if s.arguments_as_string else args
-            obj = {call.name: value} if s.name_key is None else {s.name_key: call.name}
-            if s.name_key is not None:
-                obj[s.arguments_key] = value
+            if s.name_key is None:
+                return dump_json({call.name: value})
+            obj: dict[str, Any] = {}
+            if s.id_key is not None and s.id_first:
+                obj[s.id_key] = slots(s.id_value, index)
+            obj[s.name_key] = call.name
+            obj[s.arguments_key] = value
+            if s.id_key is not None and not s.id_first:
+                obj[s.id_key] = slots(s.id_value, index)
             return dump_json(obj)
         if s.layout == "named-json":
-            return f"{call.name}{_slots(s.name_close, index)}{dump_json(args)}"
+            return f"{call.name}{slots(s.name_close, index)}{dump_json(args)}"
         items = s.arg_separator.join(
             f"{s.key_open}{key}{s.key_close}{self._xml_value_text(value)}{s.value_close}"
             for key, value in args.items()
@@ -502,7 +538,8 @@ class SyntaxFormat(CallFormat):
         return spec.property_schema(key)
 
 
-def _slots(marker: str, index: int) -> str:
+def slots(marker: str, index: int) -> str:
+    """`marker` as written for the call at ``index``: its `INDEX` and `CALL_ID` filled."""
     return marker.replace(INDEX, str(index)).replace(CALL_ID, default_call_id(index))
 
 

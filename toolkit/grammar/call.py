@@ -13,7 +13,9 @@ JSON object (layouts `json` and `named-json`, `SYNTAX_LAYOUTS`) and its markers 
 fixed text: the response's ``open``, calls joined by ``separator``, ``close``; each call
 ``call_open`` + the call as the format writes it, the tool name fixed and the arguments
 object compiled as for the named formats + ``call_close`` (`syntax_grammar_gap` says why
-another syntax has none).
+another syntax has none). Where a call carries its position or an id (``"0"``,
+``"call00001"``, in its object or its markers), each position has its own rule, the id
+written as fixed text.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any
 from toolweave.errors import ConstraintError
 from toolweave.formats import CallFormat
 from toolweave.formats.base import dump_json
-from toolweave.formats.syntax import CALL_ID, INDEX, CallSyntax, SyntaxFormat
+from toolweave.formats.syntax import CALL_ID, INDEX, CallSyntax, SyntaxFormat, slots
 from toolweave.grammar.lexemes import Flavor, lark_literal
 from toolweave.grammar.syntax_call import RAW_LAYOUTS, marker_text, raw_call_rule
 from toolweave.grammar.value import MAX_ARRAY_ITEMS, MAX_STRING_CHARS, compile_value
@@ -35,6 +37,7 @@ from toolweave.toolspec import ToolCall, ToolSpec
 __all__ = [
     "JSON_LAYOUTS",
     "MAX_ARRAY_ITEMS",
+    "MAX_POSITIONAL_CALLS",
     "MAX_STRING_CHARS",
     "SYNTAX_LAYOUTS",
     "arguments_schema",
@@ -55,6 +58,10 @@ JSON_LAYOUTS: Mapping[str, tuple[str, str]] = {
 #: Layouts of a detected `CallSyntax` the call grammar covers: arguments as one JSON
 #: object, or one element per argument (`toolweave.grammar.syntax_call`).
 SYNTAX_LAYOUTS: tuple[str, ...] = ("json", "named-json", *RAW_LAYOUTS)
+
+#: Most calls of one response in a syntax whose calls carry their position or id (a
+#: grammar rule per position; `max_calls=None` means this many).
+MAX_POSITIONAL_CALLS = 32
 
 #: The one argument of the call serialized to find the text around the arguments object.
 _SENTINEL = "__toolweave_arguments__"
@@ -119,29 +126,61 @@ def syntax_grammar_gap(syntax: CallSyntax) -> str | None:
         return f"the {syntax.layout} call layout has no call grammar yet"
     if syntax.arguments_as_string:
         return "arguments written as a JSON string have no call grammar yet"
-    markers = (
-        syntax.open,
-        syntax.close,
-        syntax.call_open,
-        syntax.call_close,
-        syntax.separator,
-        syntax.name_close,
-    )
-    if any(INDEX in m or CALL_ID in m for m in markers):
-        return "markers holding the call's index or id have no call grammar yet"
+    if any(INDEX in m or CALL_ID in m for m in (syntax.open, syntax.close, syntax.separator)):
+        return "markers of the whole response holding a call's index or id have no call grammar"
+    if syntax.layout in RAW_LAYOUTS and syntax.positional:
+        return (
+            f"markers holding the call's index or id have no call grammar yet in the "
+            f"{syntax.layout} layout"
+        )
     return None
 
 
-def _around_arguments(fmt: SyntaxFormat, name: str) -> tuple[str, str]:
-    """The text of one call of tool `name` before and after its arguments object (the
-    markers of the call included, those of the response not)."""
+def _around_arguments(fmt: SyntaxFormat, name: str, index: int = 0) -> tuple[str, str]:
+    """The text of one call of tool `name` at position `index` before and after its
+    arguments object (the markers of the call included, those of the response not)."""
     s = fmt.syntax
-    body = fmt.body(ToolCall(name, {_SENTINEL: 0}))
+    body = fmt.body(ToolCall(name, {_SENTINEL: 0}), index)
     marker = dump_json({_SENTINEL: 0})
     if body.count(marker) != 1:  # pragma: no cover - the arguments are written once
         raise ConstraintError(f"cannot find the arguments in a {fmt.name} call of {name!r}")
     i = body.index(marker)
-    return s.call_open + body[:i], body[i + len(marker) :] + s.call_close
+    return slots(s.call_open, index) + body[:i], body[i + len(marker) :] + slots(
+        s.call_close, index
+    )
+
+
+def _json_call_expr(
+    fmt: SyntaxFormat, name: str, root: str, index: int, special: Mapping[str, int] | None
+) -> str:
+    head, tail = _around_arguments(fmt, name, index)
+    pieces = [marker_text(head, special)] if head else []
+    pieces.append(root)
+    if tail:
+        pieces.append(marker_text(tail, special))
+    return " ".join(pieces)
+
+
+def _positional_calls(
+    fmt: SyntaxFormat,
+    tools: Sequence[ToolSpec],
+    roots: Sequence[str],
+    count: int,
+    sep: str,
+    special: Mapping[str, int] | None,
+) -> list[str]:
+    """Rules ``calls`` .. of a syntax writing each call by its position (its id): call
+    ``p`` is rule ``c<p>``, and ``r<p>`` is the separator, call ``p`` and what may
+    follow it. The arguments rules are shared by every position."""
+    lines = []
+    for p in range(count):
+        options = " | ".join(
+            _json_call_expr(fmt, spec.name, roots[i], p, special) for i, spec in enumerate(tools)
+        )
+        lines.append(f"c{p}: {options}")
+        rest = f" r{p + 1}?" if p + 1 < count else ""
+        lines.append(f"r{p}: {sep if p else ''}c{p}{rest}")
+    return lines
 
 
 def _syntax_grammar(
@@ -164,6 +203,17 @@ def _syntax_grammar(
         calls = f"call ({sep}call){{0,{max_calls - 1}}}"
     opening = f"{marker_text(s.open, special)} " if s.open else ""
     closing = f" {marker_text(s.close, special)}" if s.close else ""
+    if s.positional:
+        lines = [f"start: {opening}r0{closing}"]
+        roots = []
+        for i, spec in enumerate(tools):
+            params = _canonical_parameters(spec)
+            root, rules = compile_value(params, rule_prefix=f"a{i}", root=params)
+            roots.append(root)
+            lines.extend(rules)
+        count = MAX_POSITIONAL_CALLS if max_calls is None else max_calls
+        lines.extend(_positional_calls(fmt, tools, roots, count, sep, special))
+        return "\n".join(lines) + "\n"
     lines = [f"start: {opening}{calls}{closing}"]
     lines.append("call: " + " | ".join(f"t{i}" for i in range(len(tools))))
     for i, spec in enumerate(tools):
@@ -174,12 +224,7 @@ def _syntax_grammar(
             continue
         params = _canonical_parameters(spec)
         root, rules = compile_value(params, rule_prefix=f"a{i}", root=params)
-        head, tail = _around_arguments(fmt, spec.name)
-        pieces = [marker_text(head, special)] if head else []
-        pieces.append(root)
-        if tail:
-            pieces.append(marker_text(tail, special))
-        lines.append(f"t{i}: " + " ".join(pieces))
+        lines.append(f"t{i}: " + _json_call_expr(fmt, spec.name, root, 0, special))
         lines.extend(rules)
     return "\n".join(lines) + "\n"
 

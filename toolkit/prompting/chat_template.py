@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import datetime
 import functools
+import hashlib
 import json
+import re
+import string
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +42,7 @@ __all__ = [
     "openai_tools",
     "render_chat",
     "render_chat_parts",
+    "template_call_id",
     "template_renders_tools",
     "template_tool_messages",
     "tool_messages",
@@ -212,7 +216,7 @@ def openai_tool_calls(
         args = json.loads(json.dumps(dict(call.arguments)))
         out.append(
             {
-                "id": ids[i] if ids is not None else default_call_id(i),
+                "id": template_call_id(ids[i]) if ids is not None else default_call_id(i),
                 "type": "function",
                 "function": {
                     "name": call.name,
@@ -241,8 +245,33 @@ def assistant_calls_message(
 
 
 def tool_result_message(name: str, content: str, call_id: str) -> dict[str, Any]:
-    """The ``tool`` message holding the result of the call ``call_id`` of tool ``name``."""
-    return {"role": "tool", "tool_call_id": call_id, "name": name, "content": content}
+    """The ``tool`` message holding the result of the call ``call_id`` of tool ``name``
+    (its id as `template_call_id` writes it, like the call's)."""
+    return {
+        "role": "tool",
+        "tool_call_id": template_call_id(call_id),
+        "name": name,
+        "content": content,
+    }
+
+
+_TEMPLATE_ID = re.compile(r"[A-Za-z0-9]{9}")
+_ID_LETTERS = string.ascii_letters + string.digits
+
+
+def template_call_id(call_id: str) -> str:
+    """A call id as chat templates get it: nine letters and digits, what Mistral's
+    templates demand (they raise on any other id). An id of that shape is kept; any
+    other becomes one derived from it, the same id always the same, so a call and its
+    result still match and a history renders the same text on every turn."""
+    if _TEMPLATE_ID.fullmatch(call_id):
+        return call_id
+    number = int.from_bytes(hashlib.sha256(call_id.encode("utf-8")).digest()[:8], "big")
+    letters = []
+    for _ in range(9):
+        number, digit = divmod(number, len(_ID_LETTERS))
+        letters.append(_ID_LETTERS[digit])
+    return "".join(letters)
 
 
 def render_chat(
