@@ -143,7 +143,8 @@ class Forecaster:
                 spec = self.tools[name]
                 # the first required key is fixed by the skeleton: draft it too
                 key = json.dumps(spec.required[0], ensure_ascii=False) if spec.required else ""
-                candidate = self._call_head(name, later=bool(calls)) + (key + ":" if key else "")
+                head = self._call_head(name, later=bool(calls), index=len(calls))
+                candidate = head + (key + ":" if key else "")
                 if candidate.startswith(raw) and len(candidate) > len(raw):
                     out, choices = text_draft(self.engine, matcher, candidate[len(raw) :], budget)
                     return "call", out, choices
@@ -156,13 +157,15 @@ class Forecaster:
             return ("request", *text_draft(self.engine, matcher, rest, budget))
         return self._session(matcher, text, in_call, budget)
 
-    def _call_head(self, name: str, *, later: bool) -> str:
+    def _call_head(self, name: str, *, later: bool, index: int = 0) -> str:
         """A call's text up to its first key: a later call starts with the separator,
         and in a syntax read off a template the reply's opening marker (which the head
         starts with) is written once, before the first call only."""
         head = self.heads[name]
         if not later:
             return head
+        if isinstance(self.fmt, SyntaxFormat) and self.fmt.syntax.positional and index:
+            head = _head_at(self.fmt, name, index)  # the call's id is its position's
         if isinstance(self.fmt, SyntaxFormat):
             opening = self.fmt.syntax.open
             if opening and head.startswith(opening):
@@ -181,3 +184,14 @@ class Forecaster:
         if not rest:
             return "session", [], []
         return ("session", *text_draft(self.engine, matcher, rest, budget))
+
+
+def _head_at(fmt: SyntaxFormat, name: str, index: int) -> str:
+    """The text of a call of `name` at position `index` up to its first argument key."""
+    marker = json.dumps(_HEAD_SENTINEL) + ":0"
+    text = fmt.serialize_call_at(ToolCall(name, {_HEAD_SENTINEL: 0}), index)
+    return text[: text.index(marker)]
+
+
+#: The one argument of the call written to find a head.
+_HEAD_SENTINEL = "__toolweave_head__"

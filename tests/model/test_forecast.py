@@ -144,5 +144,5 @@ def test_the_forecast_head_of_a_later_call_is_what_the_format_writes(
         one = one[: -len(close)]
     assert both.startswith(one), (both, one)
     rest = both[len(one) :]
-    assert rest[: rest.index(marker)] == forecaster._call_head(later.name, later=True)
+    assert rest[: rest.index(marker)] == forecaster._call_head(later.name, later=True, index=1)
     assert forecaster._call_head(later.name, later=False) == heads[later.name]
