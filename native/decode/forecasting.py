@@ -165,7 +165,7 @@ class Forecaster:
         if not later:
             return head
         if isinstance(self.fmt, SyntaxFormat) and self.fmt.syntax.positional and index:
-            head = _head_at(self.fmt, name, index)  # the call's id is its position's
+            head = self.fmt.head_at(name, index)  # the call's id is its position's
         if isinstance(self.fmt, SyntaxFormat):
             opening = self.fmt.syntax.open
             if opening and head.startswith(opening):
@@ -184,14 +184,3 @@ class Forecaster:
         if not rest:
             return "session", [], []
         return ("session", *text_draft(self.engine, matcher, rest, budget))
-
-
-def _head_at(fmt: SyntaxFormat, name: str, index: int) -> str:
-    """The text of a call of `name` at position `index` up to its first argument key."""
-    marker = json.dumps(_HEAD_SENTINEL) + ":0"
-    text = fmt.serialize_call_at(ToolCall(name, {_HEAD_SENTINEL: 0}), index)
-    return text[: text.index(marker)]
-
-
-#: The one argument of the call written to find a head.
-_HEAD_SENTINEL = "__toolweave_head__"

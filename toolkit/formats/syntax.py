@@ -58,6 +58,8 @@ CALL_ID = "\x1f"
 
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
 _PYNAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+#: The one argument of the call written to find a call's head (`SyntaxFormat.head_at`).
+_HEAD_SENTINEL = "__toolweave_head__"
 #: Longest argument name read in the xml layout.
 _MAX_KEY = 200
 #: Deepest nesting of a value written in a template's own notation.
@@ -249,10 +251,7 @@ class SyntaxFormat(CallFormat):
         s = self.syntax
         if len(calls) > 1 and not s.multiple:
             raise CallFormatError(f"the {self.name} syntax writes one call per message")
-        parts = [
-            slots(s.call_open, i) + self._body(c, i) + slots(s.call_close, i)
-            for i, c in enumerate(calls)
-        ]
+        parts = [self._marked_call(c, i) for i, c in enumerate(calls)]
         return slots(s.open, 0) + s.separator.join(parts) + slots(s.close, 0)
 
     def serialize_call(self, call: ToolCall) -> str:
@@ -266,8 +265,18 @@ class SyntaxFormat(CallFormat):
         """A response holding `call` as it is written at position ``index`` (its id; the
         response's own markers as for one call)."""
         s = self.syntax
-        body = slots(s.call_open, index) + self._body(call, index) + slots(s.call_close, index)
-        return slots(s.open, 0) + body + slots(s.close, 0)
+        return slots(s.open, 0) + self._marked_call(call, index) + slots(s.close, 0)
+
+    def head_at(self, name: str, index: int) -> str:
+        """The text of a one-call response up to the first argument key of a call of
+        `name` written at position ``index``."""
+        marker = dump_json({_HEAD_SENTINEL: 0})[1:-1]
+        text = self.serialize_call_at(ToolCall(name, {_HEAD_SENTINEL: 0}), index)
+        return text[: text.index(marker)]
+
+    def _marked_call(self, call: ToolCall, index: int) -> str:
+        s = self.syntax
+        return slots(s.call_open, index) + self._body(call, index) + slots(s.call_close, index)
 
     def _body(self, call: ToolCall, index: int) -> str:
         s = self.syntax
