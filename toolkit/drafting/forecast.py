@@ -25,11 +25,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-import bm25s
 import numpy as np
 
 from toolweave.toolspec import ToolCall, ToolSpec
+
+if TYPE_CHECKING:
+    import bm25s
 
 __all__ = ["CallForecast", "ToolRanking", "continuation", "tool_document"]
 
@@ -55,6 +58,14 @@ def tool_document(spec: ToolSpec) -> str:
     return " ".join(p for p in parts if p)
 
 
+def _bm25s() -> Any:
+    """bm25s, imported when a ranking is first built: with scipy it is about 0.3 s of
+    every process's start otherwise, most of which never ranks a tool."""
+    import bm25s
+
+    return bm25s
+
+
 class ToolRanking:
     """BM25 over a fixed tool list; `rank(request)` orders the tool names by score.
 
@@ -65,6 +76,7 @@ class ToolRanking:
     def __init__(self, tools: Sequence[ToolSpec]) -> None:
         self.names = tuple(t.name for t in tools)
         self._index: bm25s.BM25 | None = None
+        bm25s = _bm25s()
         docs = [tool_document(t) for t in tools]
         corpus = bm25s.tokenize(docs, stopwords="en", show_progress=False)
         if any(len(ids) for ids in corpus.ids):
@@ -77,7 +89,7 @@ class ToolRanking:
         """The BM25 score of each tool (catalogue order) for `request`."""
         if self._index is None:
             return [0.0] * len(self.names)
-        words = bm25s.tokenize([request], stopwords="en", return_ids=False, show_progress=False)
+        words = _bm25s().tokenize([request], stopwords="en", return_ids=False, show_progress=False)
         query = [w for w in words[0] if w in self._vocab]
         if not query:
             return [0.0] * len(self.names)
