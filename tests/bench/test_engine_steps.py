@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from toolweave.adapters.bench.engine_steps import PASS_SIZES, sweep_points, sweep_steps
 from toolweave.models import default_model_path
 from toolweave.native.threads import default_threads
 
 
+@pytest.mark.slow
 def test_sweep_times_every_thread_count_and_both_engines() -> None:
     points: list[str] = []
     sweep = sweep_steps(

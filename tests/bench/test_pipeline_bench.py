@@ -81,6 +81,7 @@ def eng() -> Iterator[Engine]:
         yield engine
 
 
+@pytest.mark.slow
 def test_one_round_with_stored_prefix_and_exspec_equals_plain(
     eng: Engine, test_split: list[PlanRequest], tmp_path: Path
 ) -> None:

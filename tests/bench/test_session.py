@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from toolweave.adapters.bench.session import run_configs, summarize
 from toolweave.adapters.bench.session_run import Conversation, conversations
 from toolweave.models import resolve_model
@@ -29,6 +31,7 @@ FIELDS = {
 }
 
 
+@pytest.mark.slow
 def test_tiny_session(tmp_path: Path) -> None:
     # The first two turns of the first demo conversation, offered only the two weather tools
     # they need: every configuration prefills the tools' descriptions on each model call.

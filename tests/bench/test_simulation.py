@@ -37,6 +37,7 @@ def small_model() -> Path:
         pytest.skip(f"the llama-cpp-python sdist is unavailable: {exc}")
 
 
+@pytest.mark.slow
 def test_the_builder_writes_a_qwen2_gguf_once(small_model: Path) -> None:
     meta = {e.name: e.value for e in read_gguf_metadata(small_model)}
     assert meta["general.architecture"] == "qwen2"

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -30,6 +32,7 @@ def test_langchain_agent_example_starts_the_read_only_tool_early() -> None:
     assert "before the model's message was complete" in out
 
 
+@pytest.mark.slow
 def test_plan_out_mcp_example_prints_each_phase_on_a_server_command() -> None:
     server = f"{sys.executable} -m toolweave.adapters.demo_servers.weather"
     out = run_example("plan_out_mcp.py", "--server", server)

@@ -108,6 +108,7 @@ def test_malformed_plan_becomes_an_observation_and_the_agent_replans(
     assert result.answer == "Rome is in Italy."
 
 
+@pytest.mark.slow
 def test_exspec_drafts_change_speed_not_the_planner_or_arbiter_output(
     weather_hub: MCPHub,
 ) -> None:

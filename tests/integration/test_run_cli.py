@@ -60,6 +60,7 @@ def test_run_rejects_an_unknown_demo_server_with_one_line() -> None:
     assert proc.stderr.strip().count("\n") == 0 and "nope" in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_second_run_starts_from_the_first_runs_saved_prompt_states(tmp_path: Path) -> None:
     def run(request: str, *extra: str) -> dict:
         proc = toolweave(
@@ -133,6 +134,7 @@ def started_side_effects(doc: dict[str, Any]) -> Counter[str]:
     )
 
 
+@pytest.mark.slow
 def test_without_a_terminal_side_effects_are_denied_and_shown(
     tmp_path: Path, prompt_cache: Path
 ) -> None:

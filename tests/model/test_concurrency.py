@@ -83,6 +83,7 @@ def healthy(engine: Engine) -> None:
 # -- batches equal serial answers ----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_batch_of_eight_tool_calls_equals_serial() -> None:
     model = tool_model()
     queries = [f"What's the weather in {c}?" for c in CITIES]

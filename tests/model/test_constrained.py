@@ -73,6 +73,7 @@ def test_assistant_tools_cover_every_type(assistant_tools: tuple[ToolSpec, ...])
     assert set().union(*(_features(t) for t in _covering(assistant_tools))) == seen
 
 
+@pytest.mark.slow
 def test_constrained_each_kind_of_tool_alone_validates(
     engine: Engine, assistant_tools: tuple[ToolSpec, ...], tool_queries: list[dict[str, str]]
 ) -> None:

@@ -102,6 +102,7 @@ def test_no_cache_saves_nothing(tools_file: Path, tmp_path: Path) -> None:
     assert not states.exists() or not any(states.iterdir())
 
 
+@pytest.mark.slow
 def test_chat_model_restores_states_across_processes(
     tmp_path: Path, link_measurements: Callable[[Path], Path]
 ) -> None:

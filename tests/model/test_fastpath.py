@@ -111,6 +111,7 @@ def test_multi_token_pass_is_bit_identical_to_serial_steps_beyond_256_cells(
     engine.clear()
 
 
+@pytest.mark.slow
 def test_lossless_equals_jump_token_for_token(
     engine: Engine, assistant_tools: tuple[ToolSpec, ...], tool_queries: list[dict[str, str]]
 ) -> None:
@@ -126,6 +127,7 @@ def test_lossless_equals_jump_token_for_token(
     assert verified > 0  # the drafts were really verified and used
 
 
+@pytest.mark.slow
 def test_fast_calls_validate_and_use_fewer_passes(
     engine: Engine, assistant_tools: tuple[ToolSpec, ...], tool_queries: list[dict[str, str]]
 ) -> None:

@@ -64,6 +64,7 @@ def test_continuation_copies_what_followed_in_the_source() -> None:
     assert continuation([request], "an", min_match=3) == ""  # too short to trust
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("category", ["parallel", "parallel_multiple"])
 def test_forecasts_are_verified_so_lossless_still_equals_jump(
     engine: Engine, category: str

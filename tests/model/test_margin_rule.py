@@ -44,6 +44,7 @@ def test_gemma_rows_differ_from_serial_steps(gemma: Engine) -> None:
     assert not gemma.batch_invariant and engine_bound(gemma).max_delta > 0
 
 
+@pytest.mark.slow
 def test_lossless_equals_jump_on_gemma(
     gemma: Engine, assistant_tools: tuple[ToolSpec, ...], tool_queries: list[dict[str, str]]
 ) -> None:

@@ -73,6 +73,7 @@ def test_the_exact_engine_is_bit_exact_on_smollm2() -> None:
         assert measure_bound(eng, 1).max_delta == 0.0
 
 
+@pytest.mark.slow
 @multi_core
 def test_the_bound_is_measured_kept_and_rebuilt_when_corrupt(
     free_engine: Engine, tmp_path: Path

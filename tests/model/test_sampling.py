@@ -131,6 +131,7 @@ def plain(engine: Engine) -> Outputs:
     return _samples(_caller(engine), "constrained", range(N))
 
 
+@pytest.mark.slow
 def test_lossless_has_the_distribution_of_plain_sampling(engine: Engine, plain: Outputs) -> None:
     caller = _caller(engine)
     lossless = _samples(caller, "lossless", range(N, 2 * N))
@@ -142,6 +143,7 @@ def test_lossless_has_the_distribution_of_plain_sampling(engine: Engine, plain: 
     assert stat < critical, (stat, critical, df)
 
 
+@pytest.mark.slow
 def test_the_distribution_test_rejects_a_wrong_acceptance_rule(
     engine: Engine, plain: Outputs
 ) -> None:

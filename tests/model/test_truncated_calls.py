@@ -10,6 +10,7 @@ from toolweave.native.caller import ToolCaller
 from toolweave.native.engine import Engine
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["constrained", "lossless"])
 def test_a_cut_reply_keeps_its_finished_calls(engine: Engine, mode: str) -> None:
     checked = 0
