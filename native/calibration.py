@@ -422,13 +422,27 @@ class _Run:
 _ENGINE_COSTS: weakref.WeakKeyDictionary[Engine, CostTable] = weakref.WeakKeyDictionary()
 
 
-def engine_costs(engine: Engine) -> CostTable:
+def engine_costs(engine: Engine, *, cache_dir: Path | bool | None = True) -> CostTable:
     """The engine's quick cost table, measured once per engine on first use and shared by
     every decoder on it. The measurement borrows the scratch sequences, which must be
-    empty; pass a table explicitly when decoding in those sequences."""
+    empty; pass a table explicitly when decoding in those sequences.
+
+    `cache_dir`: where a table measured within the last day is read from and a new one
+    kept (`toolweave.native.cost_cache`; True: ``<cache root>/costs``; False or None:
+    measured in every process)."""
+    from toolweave.native import cost_cache
+
     with engine.lock:
         table = _ENGINE_COSTS.get(engine)
+        if table is not None:
+            return table
+        path = None
+        if cache_dir is not False and cache_dir is not None:
+            path = cost_cache.cost_file(engine, None if cache_dir is True else cache_dir)
+            table = cost_cache.read_costs(path, engine)
         if table is None:
             table = measure_costs(engine, quick=True)
-            _ENGINE_COSTS[engine] = table
+            if path is not None:
+                cost_cache.write_costs(path, engine, table)
+        _ENGINE_COSTS[engine] = table
         return table

@@ -37,7 +37,7 @@ from toolweave.errors import SequenceError
 from toolweave.native.engine import BatchToken, Engine
 from toolweave.native.states.state_file import model_fingerprint
 
-__all__ = ["DEFAULT_SAFETY", "LogitBound", "engine_bound", "measure_bound"]
+__all__ = ["DEFAULT_SAFETY", "LogitBound", "engine_bound", "engine_cache_key", "measure_bound"]
 
 #: Factor on the largest measured difference: a few contexts and pass sizes do not see
 #: every kernel path a long response takes.
@@ -170,7 +170,7 @@ def engine_bound(engine: Engine, cache_dir: Path | _Default | None = _CACHE_DIR)
         if known is not None:
             return known
         directory = cache_root() / "numerics" if isinstance(cache_dir, _Default) else cache_dir
-        key = _cache_key(engine)
+        key = engine_cache_key(engine)
         path = None if directory is None else directory / f"{key}.json"
         bound = _read(path, key) if path is not None else None
         if bound is None:
@@ -185,7 +185,9 @@ def engine_bound(engine: Engine, cache_dir: Path | _Default | None = _CACHE_DIR)
         return bound
 
 
-def _cache_key(engine: Engine) -> str:
+def engine_cache_key(engine: Engine) -> str:
+    """What a measurement of `engine` holds for: model file, llama.cpp build, thread
+    counts, flash attention, exact or free engine."""
     parts = (
         model_fingerprint(engine.model_path),
         llama_cpp.__version__,

@@ -52,7 +52,7 @@ def _link_measurements(root: Path) -> Path:
     from toolweave.disk_cache import cache_root
 
     root.mkdir(parents=True, exist_ok=True)
-    for name in ("numerics", "fingerprints.json"):
+    for name in ("numerics", "costs", "fingerprints.json"):
         if (cache_root() / name).exists() and not (root / name).exists():
             os.symlink(cache_root() / name, root / name)
     return root
