@@ -29,7 +29,7 @@ from dataclasses import dataclass, fields
 from functools import partial
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal
 
 from toolweave.errors import ContextFullError, SequenceError
 from toolweave.native.engine import BatchToken, Engine
@@ -422,14 +422,14 @@ class _Run:
 _ENGINE_COSTS: weakref.WeakKeyDictionary[Engine, CostTable] = weakref.WeakKeyDictionary()
 
 
-def engine_costs(engine: Engine, *, cache_dir: Path | bool | None = True) -> CostTable:
+def engine_costs(engine: Engine, *, cache_dir: Path | Literal[True] | None = True) -> CostTable:
     """The engine's quick cost table, measured once per engine on first use and shared by
     every decoder on it. The measurement borrows the scratch sequences, which must be
     empty; pass a table explicitly when decoding in those sequences.
 
     `cache_dir`: where a table measured within the last day is read from and a new one
-    kept (`toolweave.native.cost_cache`; True: ``<cache root>/costs``; False or None:
-    measured in every process)."""
+    kept (`toolweave.native.cost_cache`; True: ``<cache root>/costs``; None: measured
+    in every process)."""
     from toolweave.native import cost_cache
 
     with engine.lock:
@@ -437,7 +437,7 @@ def engine_costs(engine: Engine, *, cache_dir: Path | bool | None = True) -> Cos
         if table is not None:
             return table
         path = None
-        if cache_dir is not False and cache_dir is not None:
+        if cache_dir is not None:
             path = cost_cache.cost_file(engine, None if cache_dir is True else cache_dir)
             table = cost_cache.read_costs(path, engine)
         if table is None:

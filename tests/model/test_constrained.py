@@ -100,9 +100,8 @@ def test_constrained_chooses_among_all_tools_and_validates(
     tools = load_tools_file(TRAVEL_TOOLS)
     caller = ToolCaller(engine, tools, max_tokens=320)
     names = {t.name for t in tools}
-    firsts = {q["tool"]: q["query"] for q in reversed(tool_queries) if q["tool"] in names}
     for tool in ("get_current_weather", "convert_units"):  # each call bound to all six
-        q = {"tool": tool, "query": firsts[tool]}
+        q = next(q for q in tool_queries if q["tool"] == tool)
         result = caller.call(q["query"], "constrained")
         if result.finish_reason == "length":
             continue  # a 135M model may loop inside a long string; truncation is reported

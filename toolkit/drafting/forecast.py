@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -58,14 +58,6 @@ def tool_document(spec: ToolSpec) -> str:
     return " ".join(p for p in parts if p)
 
 
-def _bm25s() -> Any:
-    """bm25s, imported when a ranking is first built: with scipy it is about 0.3 s of
-    every process's start otherwise, most of which never ranks a tool."""
-    import bm25s
-
-    return bm25s
-
-
 class ToolRanking:
     """BM25 over a fixed tool list; `rank(request)` orders the tool names by score.
 
@@ -76,7 +68,9 @@ class ToolRanking:
     def __init__(self, tools: Sequence[ToolSpec]) -> None:
         self.names = tuple(t.name for t in tools)
         self._index: bm25s.BM25 | None = None
-        bm25s = _bm25s()
+        # Imported here: with scipy, bm25s is ~0.3 s of a process start otherwise.
+        import bm25s
+
         docs = [tool_document(t) for t in tools]
         corpus = bm25s.tokenize(docs, stopwords="en", show_progress=False)
         if any(len(ids) for ids in corpus.ids):
@@ -89,7 +83,9 @@ class ToolRanking:
         """The BM25 score of each tool (catalogue order) for `request`."""
         if self._index is None:
             return [0.0] * len(self.names)
-        words = _bm25s().tokenize([request], stopwords="en", return_ids=False, show_progress=False)
+        import bm25s
+
+        words = bm25s.tokenize([request], stopwords="en", return_ids=False, show_progress=False)
         query = [w for w in words[0] if w in self._vocab]
         if not query:
             return [0.0] * len(self.names)
