@@ -399,13 +399,13 @@ def _id_fields(value: Mapping[str, Any], name_key: str, arguments_key: str) -> d
 
 
 def _python_core(text: str, call: ToolCall, start: int) -> _Core | None:
+    from toolweave.formats.markers import closing_paren
     from toolweave.formats.pycall import PyCallFormat
-    from toolweave.formats.syntax import _closing_paren
 
     if not text.startswith("(", start + len(call.name)):
         return None
     try:
-        end = _closing_paren(text, start + len(call.name))
+        end = closing_paren(text, start + len(call.name))
         parsed = PyCallFormat().parse(text[start:end])
     except CallFormatError:
         return None

@@ -14,7 +14,7 @@ import re
 
 from toolweave.errors import CallFormatError
 from toolweave.formats.base import CallFormat, decode_json_at
-from toolweave.formats.syntax import _closing_paren
+from toolweave.formats.markers import closing_paren
 from toolweave.toolspec import ToolCall
 
 __all__ = ["MAX_CANDIDATES", "calls_in_text"]
@@ -70,7 +70,7 @@ def _next_candidate(text: str, pos: int) -> tuple[int, int] | None:
                 _, end = decode_json_at(text, start)
             else:
                 assert call is not None
-                end = _closing_paren(text, call.end() - 1)
+                end = closing_paren(text, call.end() - 1)
         except CallFormatError:
             pos = start + 1
             continue

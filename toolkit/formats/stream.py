@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from toolweave.errors import CallFormatError
 from toolweave.formats.base import CallFormat
-from toolweave.formats.syntax import SyntaxFormat, syntax_of
+from toolweave.formats.syntax import syntax_of
+from toolweave.formats.syntax_reader import SyntaxReader
 from toolweave.toolspec import ToolCall
 
 __all__ = ["MAX_STREAM_CHARS", "CallDelta", "CallStream"]
@@ -48,7 +49,7 @@ class CallStream:
     def __init__(self, fmt: CallFormat, *, max_chars: int = MAX_STREAM_CHARS) -> None:
         self.fmt = fmt
         self._syntax = syntax_of(fmt)
-        self._reader = SyntaxFormat(self._syntax) if self._syntax is not None else None
+        self._reader = SyntaxReader(self._syntax, {}) if self._syntax is not None else None
         self.max_chars = max_chars
         self.text = ""
         self._pos = 0  # where the next call is looked for
@@ -79,7 +80,7 @@ class CallStream:
         assert reader is not None and self._syntax is not None
         text = self.text
         if self._body < 0:
-            marker = reader._next if self._index and not reader._next.blank else reader._start
+            marker = reader.next if self._index and not reader.next.blank else reader.start
             if marker.blank:  # calls follow each other with only whitespace between
                 rest = text[self._pos :]
                 if not rest.strip():
@@ -100,7 +101,7 @@ class CallStream:
             out.append(CallDelta(self._index, name=name))
             return True
         try:
-            call, end = reader._read_call(text, self._body)
+            call, end = reader.read_call(text, self._body)
         except CallFormatError:
             call, end = None, -1
         closed = call is not None and self._closed(text, end)
@@ -138,9 +139,9 @@ class CallStream:
             return found.group(), found.end()
         reader = self._reader
         assert reader is not None
-        after = reader._name_close.match(text, found.end())
+        after = reader.name_close.match(text, found.end())
         if after is None:
-            return (found.group(), found.end()) if reader._name_close.blank else None
+            return (found.group(), found.end()) if reader.name_close.blank else None
         return found.group(), after
 
     def _closed(self, text: str, end: int) -> bool:
@@ -149,7 +150,7 @@ class CallStream:
         assert reader is not None and self._syntax is not None
         if self._syntax.layout in ("json", "named-json", "python"):
             return True  # a JSON object or a call ends where its brackets close
-        for marker in (reader._call_close, reader._next, reader._end):
+        for marker in (reader.call_close, reader.next, reader.end):
             if not marker.blank and marker.match(text, end) is not None:
                 return True
         return False
@@ -158,7 +159,7 @@ class CallStream:
         """End of the text that cannot be the start of a marker ending the value."""
         reader = self._reader
         assert reader is not None
-        markers = [m.text.strip() for m in (reader._value_close, reader._end, reader._next)]
+        markers = [m.text.strip() for m in (reader.value_close, reader.end, reader.next)]
         keep = len(text)
         for marker in markers:
             for size in range(min(len(marker), len(text) - self._sent), 0, -1):
