@@ -67,6 +67,7 @@ def run_configs(
     phase: str,
     warm: bool,
     console: Console | None = None,
+    chat_template: str | None = None,
 ) -> tuple[list[dict[str, Any]], float]:
     """Build configurations `names`, optionally warm them up, and run every turn; returns
     the turn records and the seconds the configurations took to build."""
@@ -82,6 +83,7 @@ def run_configs(
             max_tokens=max_tokens,
             llama_threads=llama_threads,
             state_dir=state_dir,
+            chat_template=chat_template,
         )
         for n in names
     ]
@@ -269,7 +271,9 @@ def _plot(report: dict[str, Any], path: Path) -> None:
         ax.set_xticks(range(len(names)), names, rotation=15)
         ax.set_title(title)
         ax.legend()
-    fig.suptitle(f"LangChain agent sessions on {report['model']['name']}")
+    template = report.get("chat_template")
+    on = f" with the {template} template" if template else ""
+    fig.suptitle(f"LangChain agent sessions on {report['model']['name']}{on}")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -301,6 +305,14 @@ def bench_session(
     state_dir: Annotated[
         Path | None, typer.Option("--state-dir", help="Saved states (default: a temp dir).")
     ] = None,
+    chat_template: Annotated[
+        Path | None,
+        typer.Option(
+            "--chat-template",
+            metavar="FILE",
+            help="Jinja chat template replacing the model's own, in every configuration.",
+        ),
+    ] = None,
 ) -> None:
     """Multi-turn LangChain agent sessions: ChatLlamaCpp, grammar, ChatToolweave."""
     from toolweave.native.baselines.chat_llama_cpp import best_thread_count, chat_llama_cpp_missing
@@ -314,6 +326,14 @@ def bench_session(
     if missing is not None:
         console.print(f"skipping chat_llama_cpp: {missing}")
         names.remove("chat_llama_cpp")
+    template = None
+    if chat_template is not None:
+        from toolweave.prompting.template_file import load_chat_template
+
+        template = load_chat_template(chat_template)
+        if "grammar" in names:  # its prompt is toolweave's own tool prompt
+            console.print("skipping grammar: it renders toolweave's tool prompt, no template")
+            names.remove("grammar")
     if not names:
         raise ToolweaveError("no configuration left to run")
     path = resolve_model(model)
@@ -331,6 +351,7 @@ def bench_session(
         "max_tokens": max_tokens,
         "llama_threads": llama_threads,
         "state_dir": str(root),
+        "chat_template": template,
     }
     load_before = os.getloadavg()
     try:
@@ -345,6 +366,7 @@ def bench_session(
             phase="warm",
             warm=True,
             console=console,
+            chat_template=template,
         )
         startup: dict[str, Any] = {"warm_all_configs_s": warm_startup}
         if new_process:
@@ -359,6 +381,7 @@ def bench_session(
         "benchmark": "session",
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "model": {"name": path.name, "path": str(path)},
+        "chat_template": None if chat_template is None else chat_template.name,
         "configs": names,
         "conversations": [c.to_json() for c in convs],
         "turns": turns,

@@ -33,7 +33,7 @@ from pydantic import ConfigDict, PrivateAttr
 
 from toolweave.adapters.langchain.chat_model import ChatToolweave
 from toolweave.adapters.langchain.messages import split_system, template_messages
-from toolweave.errors import CallFormatError
+from toolweave.errors import CallFormatError, ToolweaveError
 from toolweave.events import ModelDone, ModelStart, PromptCacheEvent
 from toolweave.formats import format_for_chat_template, get_format
 from toolweave.native.baselines.chat_llama_cpp import GrammarCompletions, chat_llama_cpp
@@ -54,12 +54,15 @@ class SessionConfig:
     only a tool name as ``tool_choice``); `drafts` gives running totals of session-draft
     tokens verified and accepted (zero where there are none); `settle` waits for work
     a turn left running in the background (toolweave's state saves), between turns and
-    untimed, so it never runs during another configuration's turn."""
+    untimed, so it never runs during another configuration's turn. `tools_in_template`:
+    a configuration that names its tool renders the bound tools through a chat template
+    with tool support, so they stay bound for the answer too."""
 
     name: str
     chat: BaseChatModel
     totals: Callable[[], tuple[int, int]]
     names_tool: bool = False
+    tools_in_template: bool = False
     close: Callable[[], None] = field(default=lambda: None)
     drafts: Callable[[], tuple[int, int]] = field(default=lambda: (0, 0))
     settle: Callable[[], None] = field(default=lambda: None)
@@ -182,17 +185,25 @@ class TurnPolicy(AgentMiddleware):
     call a tool (named by `expected` where the model takes only a name), after the tool
     results it answers in text (``tool_choice="none"``: the tools stay in the prompt of
     a configuration that describes them, as in OpenAI's API; `ChatLlamaCpp`, whose
-    prompt holds no tools and which takes only a tool's name, answers with none bound)."""
+    prompt holds no tools and which takes only a tool's name, answers with none bound,
+    unless `tools_in_template`: then its template describes them and they stay bound,
+    with no tool forced)."""
 
-    def __init__(self, names_tool: bool, expected: Callable[[], str | None]) -> None:
+    def __init__(
+        self,
+        names_tool: bool,
+        expected: Callable[[], str | None],
+        tools_in_template: bool = False,
+    ) -> None:
         super().__init__()
         self.names_tool = names_tool
         self.expected = expected
+        self.tools_in_template = tools_in_template
 
     def wrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
     ) -> ModelResponse:
-        if self.names_tool:
+        if self.names_tool and not self.tools_in_template:
             request = request.override(messages=[_with_call_text(m) for m in request.messages])
         last = request.messages[-1] if request.messages else None
         if isinstance(last, HumanMessage):
@@ -202,7 +213,9 @@ class TurnPolicy(AgentMiddleware):
             choice: Any = {"type": "function", "function": {"name": name}} if name else "any"
             return handler(request.override(tool_choice=choice))
         if self.names_tool:
-            return handler(request.override(tools=[], tool_choice=None))
+            # ChatLlamaCpp takes no "none": without a forced name it decodes free text.
+            tools = request.tools if self.tools_in_template else []
+            return handler(request.override(tools=tools, tool_choice=None))
         return handler(request.override(tool_choice="none"))
 
 
@@ -214,9 +227,11 @@ def make_config(
     max_tokens: int,
     llama_threads: int,
     state_dir: Path,
+    chat_template: str | None = None,
 ) -> SessionConfig:
     """Build configuration `name` (one of `CONFIGS`) on `model_path`; its saved states
-    (where it has any) live in ``state_dir/name``."""
+    (where it has any) live in ``state_dir/name``. `chat_template` (Jinja text) replaces
+    the GGUF's template; ``grammar`` renders toolweave's own tool prompt and takes none."""
     if name == "chat_llama_cpp":
         chat, perf = chat_llama_cpp(
             model_path,
@@ -226,9 +241,19 @@ def make_config(
             # No LlamaDiskCache: it saves a state after every call, which made Gemma 3's
             # turns 2-3x slower; its prompt is short and its live prefix is reused anyway.
             disk_cache=None,
+            chat_template=chat_template,
         )
-        return SessionConfig(name, chat, perf.totals, names_tool=True, close=chat.client.close)
+        return SessionConfig(
+            name,
+            chat,
+            perf.totals,
+            names_tool=True,
+            tools_in_template=chat_template is not None,
+            close=chat.client.close,
+        )
     if name == "grammar":
+        if chat_template is not None:
+            raise ToolweaveError("the grammar configuration takes no chat template")
         probe = ChatToolweave(model=str(model_path), n_ctx=n_ctx, state_store=None)
         completions = GrammarCompletions(model_path, n_ctx=n_ctx, n_threads=llama_threads)
         chat = GrammarChat(engine=probe.engine, completions=completions, max_tokens=max_tokens)
@@ -244,6 +269,7 @@ def make_config(
             state_store=None,
             observer=meter,
             private_engine=True,
+            chat_template=chat_template,
         )
         return SessionConfig(name, tw, meter.totals, close=tw.close_engine)
     if name in ("toolweave", "no_session_drafts"):
@@ -258,6 +284,7 @@ def make_config(
             observer=meter,
             session_drafts=name == "toolweave",
             private_engine=True,
+            chat_template=chat_template,
         )
 
         def close() -> None:

@@ -220,7 +220,9 @@ def run_session(
             agents: dict[str, tuple[Any, list[BaseMessage], list[str | None]]] = {}
             for cfg in configs:
                 expected: list[str | None] = [None]
-                policy = TurnPolicy(cfg.names_tool, lambda box=expected: box[0])
+                policy = TurnPolicy(
+                    cfg.names_tool, lambda box=expected: box[0], cfg.tools_in_template
+                )
                 tools = _tools(conv, cfg.name, stack, state_dir)
                 agent = create_agent(cfg.chat, tools, system_prompt=SYSTEM, middleware=[policy])
                 agents[cfg.name] = (agent, [], expected)

@@ -42,6 +42,7 @@ def main(argv: list[str]) -> int:
         max_tokens=int(spec["max_tokens"]),
         llama_threads=int(spec["llama_threads"]),
         state_dir=Path(spec["state_dir"]),
+        chat_template=spec.get("chat_template"),
         phase="new_process",
         warm=False,
     )

@@ -37,6 +37,7 @@ __all__ = [
     "best_thread_count",
     "chat_llama_cpp",
     "chat_llama_cpp_missing",
+    "template_handler",
 ]
 
 INSTALL_HINT = "pip install 'toolweave[bench]' (or: pip install langchain-community)"
@@ -81,11 +82,14 @@ def chat_llama_cpp(
     n_threads: int,
     max_tokens: int,
     disk_cache: Path | None = None,
+    chat_template: str | None = None,
 ) -> tuple[Any, LlamaPerf]:
     """`ChatLlamaCpp` on `model_path` at its best settings, and its llama.cpp totals.
 
     `disk_cache`: a directory for llama-cpp-python's `LlamaDiskCache` (states saved after
-    every completion, the longest matching one loaded first). Raises `ToolweaveError`
+    every completion, the longest matching one loaded first). `chat_template`: Jinja text
+    replacing the GGUF's template, rendered by llama-cpp-python's own Jinja formatter
+    with the bound tools as its ``tools``. Raises `ToolweaveError`
     (with the install hint) without langchain-community, `ModelError` when the file
     does not load."""
     missing = chat_llama_cpp_missing()
@@ -112,10 +116,26 @@ def chat_llama_cpp(
     except ValueError as exc:
         raise ModelError(f"ChatLlamaCpp could not load {model_path}: {exc}") from None
     llm = chat.client
+    if chat_template is not None:
+        llm.chat_handler = template_handler(llm, chat_template)
     if disk_cache is not None:
         disk_cache.mkdir(parents=True, exist_ok=True)
         llm.set_cache(_QuietDiskCache(cache_dir=str(disk_cache)))
     return chat, LlamaPerf(llm)
+
+
+def template_handler(llm: llama_cpp.Llama, template: str) -> Any:
+    """llama-cpp-python's chat handler for Jinja `template` on `llm`, built as it builds
+    the handler of a GGUF's own template (its BOS and EOS texts, EOS as the stop)."""
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    eos, bos = llm.token_eos(), llm.token_bos()
+    return Jinja2ChatFormatter(
+        template=template,
+        eos_token=llm._model.token_get_text(eos) if eos != -1 else "",
+        bos_token=llm._model.token_get_text(bos) if bos != -1 else "",
+        stop_token_ids=[eos],
+    ).to_chat_handler()
 
 
 @dataclass(frozen=True)
