@@ -64,6 +64,7 @@ from toolweave.adapters.langchain.caches import (
     private_engine,
     shared_engine,
 )
+from toolweave.adapters.langchain.early import active_runner
 from toolweave.adapters.langchain.messages import (
     PROVIDER,
     ai_message,
@@ -73,7 +74,6 @@ from toolweave.adapters.langchain.messages import (
     template_messages,
 )
 from toolweave.adapters.langchain.profile import model_profile
-from toolweave.adapters.langchain.provisional import active_runner
 from toolweave.adapters.langchain.request_plan import (
     RequestPlan,
     calls_since_user,

@@ -28,6 +28,7 @@ import uuid
 from collections.abc import Mapping
 from concurrent.futures import CancelledError, Executor, Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,10 +41,12 @@ from toolweave.events import Observer, ToolDone, ToolStart
 from toolweave.toolspec import ToolCall
 
 __all__ = [
+    "ACTIVE_RUNNER",
     "MAX_EARLY_RUNS",
     "MAX_KEPT_RUNS",
     "ProvisionalRun",
     "ProvisionalRunner",
+    "active_runner",
     "argument_defaults",
     "takes_injected_arguments",
 ]
@@ -284,3 +287,16 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, _NotReusable):
         return text
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+#: The runner of the agent model call in progress, set by `ProvisionalToolMiddleware`
+#: around each model call; here, apart from the middleware, so the chat model reads it
+#: without importing LangChain's agents (a third of a second).
+ACTIVE_RUNNER: ContextVar[ProvisionalRunner | None] = ContextVar(
+    "toolweave_provisional", default=None
+)
+
+
+def active_runner() -> ProvisionalRunner | None:
+    """The runner of the agent model call in progress, if a middleware set one."""
+    return ACTIVE_RUNNER.get()

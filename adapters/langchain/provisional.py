@@ -33,7 +33,6 @@ from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,8 +44,10 @@ from langgraph.runtime import get_runtime
 from langgraph.types import Command
 
 from toolweave.adapters.langchain.early import (
+    ACTIVE_RUNNER,
     ProvisionalRun,
     ProvisionalRunner,
+    active_runner,
     argument_defaults,
     takes_injected_arguments,
 )
@@ -71,13 +72,6 @@ MAX_RUNS = 256
 MAX_RECORDS = 1000
 #: Tool catalogues whose read-only classification is remembered.
 _MAX_CATALOGUES = 32
-
-_ACTIVE: ContextVar[ProvisionalRunner | None] = ContextVar("toolweave_provisional", default=None)
-
-
-def active_runner() -> ProvisionalRunner | None:
-    """The runner of the agent model call in progress, if a middleware set one."""
-    return _ACTIVE.get()
 
 
 @dataclass(frozen=True)
@@ -263,13 +257,13 @@ class ProvisionalToolMiddleware(AgentMiddleware):
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
     ) -> ModelResponse:
         key, state = self._begin(request, None)
-        token = _ACTIVE.set(state.runner)
+        token = ACTIVE_RUNNER.set(state.runner)
         response: ModelResponse | None = None
         try:
             response = handler(request)
             return response
         finally:
-            _ACTIVE.reset(token)
+            ACTIVE_RUNNER.reset(token)
             self._end(key, state, response)
 
     async def awrap_model_call(
@@ -278,13 +272,13 @@ class ProvisionalToolMiddleware(AgentMiddleware):
         handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
     ) -> ModelResponse:
         key, state = self._begin(request, asyncio.get_running_loop())
-        token = _ACTIVE.set(state.runner)
+        token = ACTIVE_RUNNER.set(state.runner)
         response: ModelResponse | None = None
         try:
             response = await handler(request)
             return response
         finally:
-            _ACTIVE.reset(token)
+            ACTIVE_RUNNER.reset(token)
             self._end(key, state, response)
 
     # ------------------------------------------------------------ tool calls
