@@ -12,7 +12,7 @@ import pytest
 from toolweave.models import resolve_model
 from toolweave.native.baselines.chat_llama_cpp import chat_llama_cpp, chat_llama_cpp_missing
 
-TEMPLATE = Path(__file__).resolve().parents[1] / "data" / "templates"
+TEMPLATES = Path(__file__).resolve().parents[1] / "data" / "templates"
 WEATHER = {
     "type": "function",
     "function": {
@@ -42,7 +42,7 @@ def _forced_call(template: str | None) -> tuple[Any, int]:
 def test_a_tool_template_puts_the_tools_in_chat_llama_cpps_prompt() -> None:
     if (missing := chat_llama_cpp_missing()) is not None:
         pytest.skip(missing)
-    template = (TEMPLATE / "Qwen-Qwen2.5-7B-Instruct.jinja").read_text(encoding="utf-8")
+    template = (TEMPLATES / "Qwen-Qwen2.5-7B-Instruct.jinja").read_text(encoding="utf-8")
     plain, plain_prefilled = _forced_call(None)
     described, described_prefilled = _forced_call(template)
     for message in (plain, described):
