@@ -266,26 +266,42 @@ def run(
             parse_size(cache_limit)
         except ValueError as exc:
             raise typer.BadParameter(f"--cache-limit: {exc}") from None
-    from langgraph.errors import GraphRecursionError
+    from toolweave.adapters.mcp.sampling import DeferredSampler, chat_model_sampler
+    from toolweave.adapters.mcp.starting import HubStart
 
-    from toolweave.adapters.langchain.chat_model import ChatToolweave
-    from toolweave.adapters.langchain.tools import to_langchain
-    from toolweave.adapters.mcp.client import MCPHub, chat_model_sampler
-
-    directory = prompt_cache or cache_root() / "prompt-states"
-    store = None if no_prompt_cache or remote else _state_store(directory, cache_limit)
+    # The servers start now and come up while the agent's modules and the model load.
+    deferred = None if no_sampling else DeferredSampler()
+    starting = HubStart(
+        configs, read_only_overrides=overrides, progress=trace.progress, sampling=deferred
+    )
     try:
-        sampler = None
-        if not no_sampling:
-            # A remote model answers the servers' sampling requests too.
-            answerer = (
-                remote.chat
-                if remote
-                else ChatToolweave(model=model, max_tokens=256, **chat_options)
-            )
-            sampler = chat_model_sampler(answerer, max_tokens=min(max_tokens, 256))
-        hub_options = {"progress": trace.progress, "sampling": sampler}
-        with MCPHub(configs, read_only_overrides=overrides, **hub_options) as hub:
+        from langgraph.errors import GraphRecursionError
+
+        from toolweave.adapters.langchain.chat_model import ChatToolweave
+        from toolweave.adapters.langchain.tools import to_langchain
+
+        directory = prompt_cache or cache_root() / "prompt-states"
+        store = None if no_prompt_cache or remote else _state_store(directory, cache_limit)
+    except BaseException:
+        starting.cancel()
+        raise
+    try:
+        try:
+            if deferred is not None:
+                # A remote model answers the servers' sampling requests too.
+                answerer = (
+                    remote.chat
+                    if remote
+                    else ChatToolweave(model=model, max_tokens=256, **chat_options)
+                )
+                deferred.resolve(chat_model_sampler(answerer, max_tokens=min(max_tokens, 256)))
+            hub = starting.result()
+        except BaseException:
+            if deferred is not None:
+                deferred.resolve(None)
+            starting.cancel()
+            raise
+        with hub:
             if not hub.tools:
                 raise ToolweaveError("the MCP servers offer no tools")
             check_tool_names(hub.tools, allowed, "--allow")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,7 @@ from toolweave.adapters.mcp.content import decoded_size
 __all__ = [
     "MAX_REPLY_CHARS",
     "MAX_SAMPLING_TOKENS",
+    "DeferredSampler",
     "SamplingCallback",
     "SamplingReply",
     "SamplingRequest",
@@ -176,6 +178,34 @@ def chat_model_sampler(model: Any, *, max_tokens: int = 256) -> SamplingCallback
         return SamplingReply(text=reply.text, model=name, stop_reason=stop)
 
     return answer
+
+
+class DeferredSampler:
+    """A sampling callback whose answerer comes later, so servers can start (and be asked
+    for their tools) while the model that answers their sampling requests still loads.
+
+    A request that arrives before `resolve` waits for it; the hub's per-request timeout
+    bounds that wait like any other. ``resolve(None)`` refuses every request.
+    """
+
+    def __init__(self) -> None:
+        self._ready = threading.Event()
+        self._callback: SamplingCallback | None = None
+
+    def resolve(self, callback: SamplingCallback | None) -> None:
+        self._callback = callback
+        self._ready.set()
+
+    async def __call__(self, request: SamplingRequest) -> Any:
+        while not self._ready.is_set():
+            await anyio.sleep(_DEFERRED_POLL_S)
+        if self._callback is None:
+            raise RuntimeError("the client has no model to answer sampling requests")
+        return await _call(self._callback, request)
+
+
+#: How often a sampling request that came before the model checks whether it is there.
+_DEFERRED_POLL_S = 0.05
 
 
 async def _call(callback: SamplingCallback, request: SamplingRequest) -> Any:

@@ -14,6 +14,7 @@ import os
 import shutil
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +33,8 @@ from toolweave.adapters.mcp.client import (
     ServerConfig,
     chat_model_sampler,
 )
+from toolweave.adapters.mcp.sampling import DeferredSampler
+from toolweave.adapters.mcp.starting import HubStart
 
 PACKAGE = "@modelcontextprotocol/server-everything"
 PREFIX = Path(
@@ -196,6 +199,25 @@ def test_sampling_is_answered_by_the_local_model(everything: MCPHub) -> None:
     reply = result.text.split('"text": "', 1)[1].split('"', 1)[0]
     assert reply.strip()  # the model wrote something
     assert time.monotonic() - started < 60
+
+
+def test_a_sampling_request_waits_for_the_model_then_is_answered() -> None:
+    config = ServerConfig(
+        name="everything", command=["node", str(_server_entry()), "stdio"], call_timeout=30
+    )
+    deferred = DeferredSampler()
+    with HubStart([config], sampling=deferred).result() as hub:
+        later = threading.Timer(0.5, deferred.resolve, args=(lambda request: "answered later",))
+        later.start()
+        result = hub.call("trigger-sampling-request", {"prompt": "Say hello.", "maxTokens": 8})
+        later.join()
+    assert not result.is_error, result.text
+    assert "answered later" in result.text
+    refusing = DeferredSampler()
+    refusing.resolve(None)
+    with HubStart([config], sampling=refusing).result() as hub:
+        result = hub.call("trigger-sampling-request", {"prompt": "Say hello.", "maxTokens": 8})
+    assert "no model to answer sampling requests" in result.text
 
 
 def test_sse_transport() -> None:
