@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,17 +34,50 @@ def engine() -> Iterator[Engine]:
         yield eng
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _private_prompt_states(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """`ChatToolweave`'s default state store in a directory of this test session, so no
-    test restores a prompt state an earlier run (or the user) saved."""
-    from toolweave.adapters.langchain import chat_model
+#: Cache folders a test session shares with the user's cache root (built or measured once:
+#: the model zoo, the simulation model, the engine's numerics and costs). Prompt states
+#: are not among them: each test session saves its own.
+SHARED_CACHES = ("zoo", "sim", "numerics", "costs")
+#: Entries of the user's cache root a test session never sees.
+PRIVATE_CACHES = ("prompt-states", "prefix-states")
 
-    mp = pytest.MonkeyPatch()
-    folder = tmp_path_factory.mktemp("prompt-states")
-    mp.setattr(chat_model, "default_store_dir", lambda: folder)
-    yield
-    mp.undo()
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Point every process of this test session (pytest's and the ones tests start) at a
+    cache root of its own, so no test restores a prompt state the user or an earlier test
+    session saved, while the test processes of one session share theirs as a user's do.
+    The root links the user's built models and measured numerics (see `SHARED_CACHES`)."""
+    from toolweave.disk_cache import CACHE_DIR_ENV, cache_root
+
+    user_root = cache_root()
+    root = Path(tempfile.mkdtemp(prefix="toolweave-tests-"))
+    for name in SHARED_CACHES:
+        (user_root / name).mkdir(parents=True, exist_ok=True)  # built there, kept there
+    if user_root.is_dir():
+        for entry in user_root.iterdir():
+            if entry.name not in PRIVATE_CACHES:
+                os.symlink(entry, root / entry.name)
+    config.stash[_USER_ROOT] = os.environ.get(CACHE_DIR_ENV)
+    config.stash[_SESSION_ROOT] = root
+    os.environ[CACHE_DIR_ENV] = str(root)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    from toolweave.disk_cache import CACHE_DIR_ENV
+
+    root = config.stash.get(_SESSION_ROOT, None)
+    if root is None:
+        return
+    previous = config.stash[_USER_ROOT]
+    if previous is None:
+        os.environ.pop(CACHE_DIR_ENV, None)
+    else:
+        os.environ[CACHE_DIR_ENV] = previous
+    shutil.rmtree(root, ignore_errors=True)  # links and this session's prompt states
+
+
+_USER_ROOT = pytest.StashKey[str | None]()
+_SESSION_ROOT = pytest.StashKey[Path]()
 
 
 def _link_measurements(root: Path) -> Path:

@@ -9,7 +9,6 @@ import re
 import shlex
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -48,19 +47,16 @@ def test_the_readme_shows_the_main_command() -> None:
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=[c.split()[1] for c in COMMANDS])
-def test_readme_shell_command_runs(
-    command: str, tmp_path: Path, link_measurements: Callable[[Path], Path]
-) -> None:
+def test_readme_shell_command_runs(command: str, tmp_path: Path) -> None:
     argv = [sys.executable, "-m", "toolweave.adapters.cli", *shlex.split(command)[1:]]
-    link_measurements(tmp_path / ".cache" / "toolweave")  # the engine's numerics, measured
     proc = subprocess.run(
         argv,
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=600,
-        # A fresh home: no prompt states saved by earlier runs; demo servers' own state.
-        env={**os.environ, "HOME": str(tmp_path), "TOOLWEAVE_DEMO_STATE": str(tmp_path)},
+        # The demo servers' own state; the prompt states are this test session's (conftest).
+        env={**os.environ, "TOOLWEAVE_DEMO_STATE": str(tmp_path)},
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     if command.startswith("toolweave run "):

@@ -17,8 +17,7 @@ from toolweave.adapters.demo_servers.store import call_counts
 
 
 def toolweave(*args: str | Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    if args and args[0] == "run" and not any(str(a).endswith("prompt-cache") for a in args):
-        args = (*args, "--no-prompt-cache")  # runs must not depend on earlier ones
+    # Runs share this test session's prompt states, as a user's runs do (conftest).
     return subprocess.run(
         [sys.executable, "-m", "toolweave.adapters.cli", *map(str, args)],
         capture_output=True,
