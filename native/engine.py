@@ -32,6 +32,7 @@ from toolweave.errors import (
     ModelError,
     SequenceError,
 )
+from toolweave.native import compute
 from toolweave.native.concurrency import EngineLock, check_cancelled
 from toolweave.native.threads import default_threads
 from toolweave.prompting.template_file import ChatTemplateError
@@ -513,7 +514,7 @@ class Engine:
             if it.logits:
                 want.append(i)
         batch.n_tokens = len(items)
-        rc = llama_cpp.llama_decode(ctx, batch)
+        rc = compute.run(llama_cpp.llama_decode, ctx, batch)  # one OpenMP team: compute.py
         if rc == 1:
             raise ContextFullError("no free KV cells for this pass: the context is full")
         if rc != 0:

@@ -28,6 +28,7 @@ import llama_cpp
 
 from toolweave.errors import ModelError, ToolweaveError
 from toolweave.native.baselines.llama_cpp_steps import LlamaCppSteps
+from toolweave.native.compute import route_llama
 
 __all__ = [
     "INSTALL_HINT",
@@ -115,7 +116,7 @@ def chat_llama_cpp(
         )
     except ValueError as exc:
         raise ModelError(f"ChatLlamaCpp could not load {model_path}: {exc}") from None
-    llm = chat.client
+    llm = route_llama(chat.client)  # its passes on toolweave's compute thread
     if chat_template is not None:
         llm.chat_handler = template_handler(llm, chat_template)
     if disk_cache is not None:
@@ -161,6 +162,7 @@ class GrammarCompletions:
             )
         except (ValueError, RuntimeError) as exc:
             raise ModelError(f"llama-cpp-python could not load {model_path}: {exc}") from None
+        route_llama(self.llm)
         self.perf = LlamaPerf(self.llm)
 
     def complete(

@@ -17,6 +17,7 @@ import llama_cpp
 from toolweave.errors import CallFormatError
 from toolweave.formats import get_format
 from toolweave.grammar.call import JSON_LAYOUTS, arguments_schema
+from toolweave.native.compute import route_llama
 from toolweave.native.engine import Engine
 from toolweave.prompting.chat_template import Message, openai_tools
 from toolweave.results import CallResult, CallStats, InvalidCall
@@ -71,6 +72,7 @@ class GrammarBaseline:
             n_batch=engine.n_batch,
             verbose=False,
         )
+        route_llama(self.llm)  # its passes on toolweave's compute thread
 
     def close(self) -> None:
         self.llm.close()

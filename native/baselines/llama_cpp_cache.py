@@ -15,6 +15,8 @@ from pathlib import Path
 
 import llama_cpp
 
+from toolweave.native.compute import route_llama
+
 __all__ = ["LlamaCppCached", "StepRun"]
 
 
@@ -35,6 +37,7 @@ class LlamaCppCached:
     ) -> None:
         self.name = name
         self.llm = llama_cpp.Llama(str(path), n_ctx=n_ctx, n_batch=512, verbose=False)
+        route_llama(self.llm)  # its passes on toolweave's compute thread
         self.directory = directory
         self.cache: llama_cpp.BaseLlamaCache
         if directory is None:

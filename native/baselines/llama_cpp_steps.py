@@ -18,6 +18,7 @@ from types import TracebackType
 import llama_cpp
 
 from toolweave.errors import ModelError
+from toolweave.native.compute import route_llama
 
 __all__ = ["LlamaCppSteps"]
 
@@ -37,6 +38,7 @@ class LlamaCppSteps(AbstractContextManager["LlamaCppSteps"]):
             )
         except (ValueError, RuntimeError) as exc:
             raise ModelError(f"llama-cpp-python could not load {model_path}: {exc}") from None
+        route_llama(self.llm)  # its passes on toolweave's compute thread
         self.n_threads_batch = n_threads_batch
 
     def tokenize(self, text: str) -> list[int]:
