@@ -25,7 +25,7 @@ from toolweave.native.engine import Engine
 from toolweave.toolspec import ToolSpec
 
 #: Assistant calls compared (each one jump and one lossless decode on Gemma).
-CALLS = 8
+CALLS = 6
 
 
 @pytest.fixture(scope="module")
