@@ -292,7 +292,16 @@ def _machine(run: Doc) -> str:
             ("platform", "platform"),
         )
     ]
-    return md_table(["", ""], [*rows, ["run", run["date"]]])
+    rows.append(["run", run["date"]])
+    # Suites kept from earlier runs into the directory may have run on another CPU.
+    cpus: dict[str, list[str]] = {}
+    for name, outcome in dict(run.get("suites") or {}).items():
+        sm = outcome.get("machine") if isinstance(outcome, Mapping) else None
+        cpu = str(sm.get("cpu", "?")) if isinstance(sm, Mapping) else str(m["cpu"])
+        cpus.setdefault(cpu, []).append(name)
+    if len(cpus) > 1:
+        rows.append(["CPU per suite", "; ".join(f"{c}: {', '.join(n)}" for c, n in cpus.items())])
+    return md_table(["", ""], rows)
 
 
 def render(report_dir: Path, page_dir: Path | None = None) -> str:

@@ -61,6 +61,8 @@ class SuiteOutcome:
     seconds: float = 0.0
     command: str = ""
     message: str = ""
+    #: The machine the suite ran on (`machine()`); None in records from before it was kept.
+    machine: dict[str, Any] | None = None
 
 
 # ---------------------------------------------------------------------- Markdown
@@ -410,18 +412,19 @@ def write_report(
         sections.append("\n".join(lines))
         if model:
             models[model] = None
+    m = run["machine"]
     overview = md_table(
-        ["suite", "status", "time"],
+        ["suite", "status", "time", "CPU"],
         [
             [
                 s.name,
                 statuses[s.name],
                 f"{outcomes[s.name].seconds:.0f} s" if s.name in outcomes else "-",
+                _cpu(outcomes[s.name].machine if s.name in outcomes else None, m),
             ]
             for s in suites
         ],
     )
-    m = run["machine"]
     machine_table = md_table(
         ["", ""],
         [
@@ -442,12 +445,20 @@ def write_report(
         "",
         "## Machine",
         "",
+        "The latest run's machine (each suite's CPU is in the table above):",
+        "",
         machine_table,
         "",
     ]
     path = out / "REPORT.md"
     path.write_text("\n".join(head) + "\n" + "\n\n".join(sections) + "\n", encoding="utf-8")
     return path, statuses
+
+
+def _cpu(suite_machine: Mapping[str, Any] | None, run_machine: Mapping[str, Any]) -> str:
+    """The CPU a suite ran on: suites kept from earlier runs may have run on another one."""
+    m = suite_machine or run_machine
+    return f"{m.get('cpu', '?')}, {m.get('cpu_count', '?')} cores"
 
 
 def now() -> str:

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -282,15 +282,22 @@ def run_suites(
     return outcomes
 
 
-def _record_run(path: Path, run: Mapping[str, Any], outcomes: Mapping[str, SuiteOutcome]) -> None:
-    """RUN.json: the date, the machine and every suite's outcome, for --report-only;
-    suites of earlier runs into the same directory are kept."""
-    suites: dict[str, Any] = {}
+def _record_run(
+    path: Path, run: Mapping[str, Any], outcomes: Mapping[str, SuiteOutcome]
+) -> dict[str, SuiteOutcome]:
+    """RUN.json: the date, the machine and every suite's outcome (with the machine it ran
+    on), for --report-only; suites of earlier runs into the same directory are kept.
+    Returns every recorded outcome."""
+    kept: dict[str, SuiteOutcome] = {}
     with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-        suites = dict(json.loads(path.read_text(encoding="utf-8"))["suites"])
-    suites.update({name: asdict(o) for name, o in outcomes.items()})
-    doc = {**run, "suites": suites}
+        previous = json.loads(path.read_text(encoding="utf-8"))
+        for name, o in dict(previous["suites"]).items():
+            if name in SUITES:
+                kept[name] = SuiteOutcome(**{"machine": previous.get("machine"), **o})
+    kept.update({name: replace(o, machine=dict(run["machine"])) for name, o in outcomes.items()})
+    doc = {**run, "suites": {name: asdict(o) for name, o in kept.items()}}
     path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return kept
 
 
 def _select(names: str | None) -> list[Suite]:
@@ -329,7 +336,10 @@ def bench_all(
         try:
             previous = json.loads(run_file.read_text(encoding="utf-8"))
             run = {"date": previous["date"], "machine": previous["machine"]}
-            outcomes = {name: SuiteOutcome(**o) for name, o in previous["suites"].items()}
+            outcomes = {
+                name: SuiteOutcome(**{"machine": previous["machine"], **o})
+                for name, o in previous["suites"].items()
+            }
         except (OSError, ValueError, KeyError, TypeError):  # no record of a run: JSONs only
             run, outcomes = None, {}
     else:
@@ -338,7 +348,9 @@ def bench_all(
         names = ", ".join(s.name for s in chosen)
         console.print(f"running {names} (about {total:.0f} min) in {out}")
         outcomes = {o.name: o for o in run_suites(chosen, out, model=model)}
-        _record_run(run_file, run, outcomes)
+        outcomes = _record_run(run_file, run, outcomes)
+        # the report covers every suite recorded in the directory, not only this run's
+        chosen = [s for name, s in SUITES.items() if name in outcomes]
     path, statuses = write_report(out, chosen, outcomes, run)
     bad = {name: status for name, status in statuses.items() if status != "ok"}
     console.print(f"wrote {path}")

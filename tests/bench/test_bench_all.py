@@ -171,3 +171,27 @@ def test_time_left_rescales_by_the_finished_suites() -> None:
     eta.finished(0, 2 * SUITES["engine"].estimate_s)  # took twice its prior
     assert eta.seconds(1, 0.0) == pytest.approx(2 * SUITES["fastpath"].estimate_s)
     assert eta.progress(1, 0.0) == pytest.approx(SUITES["engine"].estimate_s)
+
+
+def test_a_subset_run_keeps_the_earlier_suites_and_the_cpu_each_ran_on(results: Path) -> None:
+    from toolweave.adapters.bench.report import SuiteOutcome
+    from toolweave.adapters.bench.suites import _record_run
+
+    xeon = {"cpu": "Xeon", "cpu_count": 2, "llama_cpp_python": "0.3.36", "python": "3.11"}
+    earlier = {n: {"name": n, "status": "ok", "seconds": 1.0} for n in NAMES}
+    run_file = results / "RUN.json"
+    run_file.write_text(json.dumps({"date": "d0", "machine": xeon, "suites": earlier}))
+    epyc = {**xeon, "cpu": "EPYC", "platform": "p"}
+    kept = _record_run(run_file, {"date": "d1", "machine": epyc}, {
+        "session": SuiteOutcome("session", "ok", 2.0)
+    })  # fmt: skip
+    assert list(kept) == list(NAMES)
+    assert kept["session"].machine == epyc and kept["engine"].machine == xeon
+    doc = json.loads(run_file.read_text())
+    assert doc["machine"] == epyc and doc["suites"]["fastpath"]["machine"] == xeon
+    path, _ = write_report(
+        results, [SUITES[n] for n in NAMES], kept, {"date": "d1", "machine": epyc}
+    )
+    report = path.read_text()
+    assert "| engine | ok | 1 s | Xeon, 2 cores |" in report
+    assert "| session | ok | 2 s | EPYC, 2 cores |" in report
