@@ -1,18 +1,15 @@
 """LangChain's standard chat-model test suites, run on the embedded SmolLM2-135M.
 
-Both suites run against the real model. The skips are the suites' own: modalities a
-text-only model does not take (images, audio, PDF, Anthropic blocks), per-call model
-overrides, serialisation and recorded (VCR) benchmarks. One narrowing is ours: the async
-structured-output test runs on one of the three schema kinds (JSON schema); the sync test
-covers all three, and the async path differs from the sync one only in how the same
-decode is awaited and streamed, not in the schema. The unit suite's
+Both suites run in full against the real model. The only skips are the suites' own:
+modalities a text-only model does not take (images, audio, PDF, Anthropic blocks),
+per-call model overrides, serialisation and recorded (VCR) benchmarks. The unit suite's
 standard arguments leave out those of hosted APIs (``api_key``, ``timeout``,
 ``max_retries``), which ChatToolweave rejects like any argument it does not take.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import pytest
 from langchain_core.language_models import BaseChatModel
@@ -102,11 +99,3 @@ class TestChatToolweaveIntegration(ChatModelIntegrationTests):
 
     def invoke_with_cache_read_input(self, *, stream: bool = False) -> AIMessage:
         return invoke_twice(ChatToolweave(**{**PARAMS, "max_tokens": 8}), stream=stream)
-
-    @pytest.mark.parametrize("schema_type", ["json_schema"])
-    async def test_structured_output_async(
-        self,
-        model: BaseChatModel,
-        schema_type: Literal["pydantic", "typeddict", "json_schema"],
-    ) -> None:
-        await super().test_structured_output_async(model, schema_type)
