@@ -16,31 +16,31 @@ not read-only is started at most once per task.
 Side effects wait for the whole plan. A task whose tool is not read-only is held
 (event ``"held"``) until the plan has been read to its end and checked (``join()``
 reached, every ``$N`` naming an earlier task); a plan that fails the check runs none
-of them. Each such call then goes through the `ConsentPolicy` (default: allow, since
-the caller chose the plan; the plan-out agent passes its own) and the request's
-`CallLedger`: a call that ran in an earlier round is not run again, its observation
-is reused (event ``"reused"``); a denied call becomes an error observation (event
-``"denied"``).
+of them. Each such call then goes through the consent and ledger gate
+(`toolweave.plan.gate`).
+
+The result types live in `toolweave.plan.records` and the mechanics of one call
+(substitution, validation, timeout) in `toolweave.plan.calls`; this module holds the
+scheduling.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import AsyncIterable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from time import perf_counter
-from typing import Any, Literal
 
 import anyio
 import anyio.abc
 
-from toolweave.consent import ConsentPolicy, ConsentRequest
-from toolweave.errors import CallFormatError, ToolSpecError
-from toolweave.plan.arguments import resolve_arguments
+from toolweave.consent import ConsentPolicy
+from toolweave.plan.calls import call_arguments, call_tool, not_run
 from toolweave.plan.format import Plan, PlanError, PlanTask, format_call
+from toolweave.plan.gate import SideEffectGate
 from toolweave.plan.ledger import CallLedger
 from toolweave.plan.parse import parse_plan
+from toolweave.plan.records import PlanRun, TaskEvent, TaskEventKind, TaskRecord
 from toolweave.tools import Tool, ToolResult
 
 __all__ = [
@@ -51,94 +51,6 @@ __all__ = [
     "execute_plan",
     "execute_plan_text",
 ]
-
-
-@dataclass(frozen=True)
-class TaskRecord:
-    """One task's call and observation.
-
-    ``arguments`` are the arguments after substitution (the planned ones when the
-    task never got that far); ``started``/``finished`` are `time.perf_counter`
-    values; ``ran`` is False when the tool was not called (equal times then).
-    ``denied`` marks a call the consent policy refused; ``reused_round`` the round
-    of the same request whose identical call's observation this one reuses.
-    """
-
-    task: PlanTask
-    arguments: Mapping[str, Any]
-    observation: ToolResult
-    started: float
-    finished: float
-    ran: bool = True
-    denied: bool = False
-    reused_round: int | None = None
-
-    @property
-    def failed(self) -> bool:
-        return self.observation.is_error
-
-    @property
-    def reused(self) -> bool:
-        """True when an earlier round's observation stands in for this call."""
-        return self.reused_round is not None
-
-
-TaskEventKind = Literal["held", "started", "denied", "reused", "finished"]
-
-
-@dataclass(frozen=True)
-class TaskEvent:
-    """A live update: a side-effect task ``"held"`` until the plan is checked, a tool
-    call ``"started"``, a call ``"denied"`` or ``"reused"`` (with its record), and at
-    the end of every task ``"finished"`` (with its record). ``by`` says who denied
-    a call: ``"user"`` or ``"policy"``."""
-
-    kind: TaskEventKind
-    task: PlanTask
-    record: TaskRecord | None = None
-    by: str | None = None
-
-
-@dataclass(frozen=True)
-class PlanRun:
-    """What executing a plan produced: records by task index, a plan-level error, notes.
-
-    ``error`` is set when the plan (or its stream) turned out malformed; tasks read
-    before the defect still ran. ``notes`` explain task versions that were not run.
-    """
-
-    records: tuple[TaskRecord, ...]
-    error: PlanError | None = None
-    notes: tuple[str, ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        """True when the plan was well formed and every task succeeded."""
-        return self.error is None and not any(record.failed for record in self.records)
-
-    def record(self, index: int) -> TaskRecord:
-        """The record of task ``index``; KeyError if there is none."""
-        for record in self.records:
-            if record.task.index == index:
-                return record
-        raise KeyError(index)
-
-    def observations_text(self) -> str:
-        """Call/observation pairs in LLMCompiler's scratchpad form, for the Arbiter."""
-        lines: list[str] = []
-        for record in self.records:
-            if record.task.thought is not None:
-                lines.extend(f"Thought: {part}" for part in record.task.thought.split("\n"))
-            lines.append(f"{record.task.index}. {_call_text(record)}")
-            text = record.observation.observation()
-            prefix = "Error: " if record.failed else ""
-            if record.reused:
-                prefix = f"(done in round {record.reused_round}, not run again) " + prefix
-            lines.append(f"Observation: {prefix}{text}")
-        lines.extend(f"Note: {note}" for note in self.notes)
-        if self.error is not None:
-            lines.append(f"Plan error: {self.error} (write a corrected plan)")
-        return "\n".join(lines)
 
 
 async def execute_plan(
@@ -227,15 +139,13 @@ class _Execution:
         self.tools = tools
         self.timeout = math.inf if timeout is None else timeout
         self.on_event = on_event
-        self.consent = consent
-        self.ledger = ledger
+        self.gate = SideEffectGate(consent, ledger, self._emit)
         self.slots: dict[int, _Slot] = {}
         self.last: int | None = None
         self.notes: list[str] = []
         self.group: anyio.abc.TaskGroup | None = None
         self.checked = anyio.Event()  # set once the whole plan was read and checked
         self.problem: str | None = None  # why the plan failed its check
-        self.asking = anyio.Lock()  # one consent question at a time
 
     def check(self, error: PlanError | None, joined: bool) -> None:
         """The plan is read: check it and release (or refuse) the held side effects."""
@@ -335,7 +245,7 @@ class _Execution:
         tool = self.tools.get(task.tool)
         if tool is None:
             known = ", ".join(sorted(self.tools)) or "none"
-            return _not_run(task, f"unknown tool {task.tool!r} (tools: {known})")
+            return not_run(task, f"unknown tool {task.tool!r} (tools: {known})")
         if task.provisional and not tool.read_only:
             await anyio.sleep_forever()  # until the final version replaces this one
         if not tool.read_only:
@@ -346,113 +256,39 @@ class _Execution:
                 await self.checked.wait()
             if self.problem is not None:
                 why = f"{self.problem}; a plan that fails its check runs no side effect"
-                return _not_run(task, f"not run: {why}")
+                return not_run(task, f"not run: {why}")
         for index in task.dependencies:
             dependency = self.slots.get(index)
             if dependency is None or index >= task.index:
-                return _not_run(task, f"not run: it uses ${index}, but there is no task {index}")
+                return not_run(task, f"not run: it uses ${index}, but there is no task {index}")
             await dependency.done.wait()
         for index in task.dependencies:
             done = self.slots[index]
             if done.record is not None and done.record.failed:
-                return _not_run(
+                return not_run(
                     task, f"not run: it uses ${index}, and task {index} ({done.task.tool}) failed"
                 )
-        arguments, problem = self._call_arguments(task, tool)
+        results = {i: self._result(i) for i in task.dependencies}
+        arguments, problem = call_arguments(task, tool, results)
         if problem is not None:
-            return _not_run(task, problem, arguments)
+            return not_run(task, problem, arguments)
         if not tool.read_only:
-            refused = await self._gate(task, tool, arguments)
+            refused = await self.gate.admit(task, tool, arguments)
             if refused is not None:
                 return refused
         slot.started = True
         self._emit(TaskEvent("started", task))
         started = perf_counter()
-        observation = await self._call(tool, arguments)
+        observation = await call_tool(tool, arguments, self.timeout)
         if not tool.read_only:
-            self.ledger.record(tool.name, arguments, task.index, observation)
+            self.gate.ran(task, tool, arguments, observation)
         return TaskRecord(task, arguments, observation, started, perf_counter())
-
-    async def _gate(
-        self, task: PlanTask, tool: Tool, arguments: dict[str, Any]
-    ) -> TaskRecord | None:
-        """None when the side effect may run now; else the record that stands for it."""
-        earlier = self.ledger.earlier(tool.name, arguments)
-        now = perf_counter()
-        if earlier is not None:
-            record = TaskRecord(
-                task, arguments, earlier.observation, now, now, ran=False,
-                reused_round=earlier.round,
-            )  # fmt: skip
-            self._emit(TaskEvent("reused", task, record))
-            return record
-        by = "user"
-        if self.ledger.denied_before(tool.name, arguments):
-            reason = "not run: the user denied this call earlier in this request"
-        else:
-            request = ConsentRequest(tool.name, arguments, task.index, tool.spec.description)
-            async with self.asking:
-                decision = await self.consent.decide(request)
-            if decision.allowed:
-                return None
-            if decision.by == "user":
-                self.ledger.deny(tool.name, arguments)
-            by, reason = decision.by, decision.reason
-        now = perf_counter()
-        record = TaskRecord(
-            task, arguments, ToolResult.error(reason), now, now, ran=False, denied=True
-        )
-        self._emit(TaskEvent("denied", task, record, by))
-        return record
-
-    def _call_arguments(self, task: PlanTask, tool: Tool) -> tuple[dict[str, Any], str | None]:
-        """Substitute references and validate; return arguments and a problem or None."""
-        results = {i: self._result(i) for i in task.dependencies}
-        texts = {i: result.observation() for i, result in results.items()}
-        values = {
-            i: texts[i] if result.structured is None else result.structured
-            for i, result in results.items()
-        }
-        arguments = resolve_arguments(task, values, texts)
-        try:
-            tool.spec.validate_call(arguments)
-            return arguments, None
-        except ToolSpecError as exc:
-            problem = f"not run: invalid arguments once results were substituted: {exc}"
-        # A text result may hold a number or list the argument needs: try it as JSON.
-        decoded = {
-            i: _json_or_text(texts[i]) if results[i].structured is None else values[i]
-            for i in results
-        }
-        if decoded != values:
-            retry = resolve_arguments(task, decoded, texts)
-            try:
-                tool.spec.validate_call(retry)
-                return retry, None
-            except ToolSpecError:
-                pass
-        return arguments, problem
 
     def _result(self, index: int) -> ToolResult:
         record = self.slots[index].record
         if record is None:  # unreachable: dependencies are awaited first
             raise RuntimeError(f"task {index} has no result yet")
         return record.observation
-
-    async def _call(self, tool: Tool, arguments: Mapping[str, Any]) -> ToolResult:
-        result: Any = None
-        with anyio.move_on_after(self.timeout) as scope:
-            try:
-                result = await tool.run(arguments)
-            except Exception as exc:  # a tool's bug is an observation, not a crash
-                return ToolResult.error(f"{tool.name} raised {type(exc).__name__}: {exc}")
-        if scope.cancelled_caught:
-            return ToolResult.error(f"{tool.name} timed out after {self.timeout:g} s")
-        if not isinstance(result, ToolResult):
-            return ToolResult.error(
-                f"{tool.name} returned {type(result).__name__} instead of a ToolResult"
-            )
-        return result
 
     def _read_only(self, task: PlanTask) -> bool:
         tool = self.tools.get(task.tool)
@@ -465,25 +301,3 @@ class _Execution:
 
 def _same_call(a: PlanTask, b: PlanTask) -> bool:
     return replace(a, provisional=False) == replace(b, provisional=False)
-
-
-def _not_run(
-    task: PlanTask, problem: str, arguments: Mapping[str, Any] | None = None
-) -> TaskRecord:
-    now = perf_counter()
-    used = task.arguments if arguments is None else arguments
-    return TaskRecord(task, used, ToolResult.error(problem), now, now, ran=False)
-
-
-def _json_or_text(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
-def _call_text(record: TaskRecord) -> str:
-    try:
-        return format_call(record.task.tool, record.arguments)
-    except CallFormatError:  # a structured result with no literal form (NaN, a set...)
-        return f"{record.task.tool}({json.dumps(dict(record.arguments), default=str)})"
