@@ -1,12 +1,27 @@
 """Events: what a decoder reports while it answers (`CallEvent`), and what an agent run
-reports to its observer (`RunEvent`, one frozen dataclass per kind)."""
+reports to its observer (`RunEvent`, one frozen dataclass per kind).
+
+The chat-model and tool events are defined here; the plan-out agent's events live in
+`toolweave.plan_events` and are re-exported from this module."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeAlias
 
+from toolweave.plan_events import (
+    ArbiterDone,
+    ArbiterStart,
+    CallDenied,
+    CallReused,
+    PlanDone,
+    PlanLine,
+    PlannerStart,
+    TaskDone,
+    TaskHeld,
+    TaskStart,
+)
 from toolweave.results import CallResult, CallStats
 from toolweave.toolspec import ToolCall
 
@@ -239,175 +254,7 @@ class ToolReused:
         return self.call.to_dict()
 
 
-# ------------------------------------------------------------------ the plan-out agent
-@dataclass(frozen=True)
-class PlannerStart:
-    """The Planner started writing the plan of `round` (from 1)."""
-
-    kind: ClassVar[RunEventKind] = "planner_start"
-    round: int
-
-    def to_json(self) -> dict[str, Any]:
-        """The payload as JSON-ready fields (without `kind`)."""
-        return {"round": self.round}
-
-
-@dataclass(frozen=True)
-class PlanLine:
-    """Plan line `index` (a call of `tool`) is complete and may run."""
-
-    kind: ClassVar[RunEventKind] = "plan_line"
-    index: int
-    tool: str
-
-    def to_json(self) -> dict[str, Any]:
-        """The payload as JSON-ready fields (without `kind`)."""
-        return {"index": self.index, "tool": self.tool}
-
-
-@dataclass(frozen=True)
-class TaskHeld:
-    """Task `index` calls `tool`, which is not read-only: it waits until the whole plan
-    has been read and checked (a plan that fails the check runs none of them)."""
-
-    kind: ClassVar[RunEventKind] = "task_held"
-    index: int
-    tool: str
-
-    def to_json(self) -> dict[str, Any]:
-        """The payload as JSON-ready fields (without `kind`)."""
-        return {"index": self.index, "tool": self.tool}
-
-
-@dataclass(frozen=True)
-class CallDenied:
-    """A call of `tool` (not read-only) with `arguments` was not run: `reason` is what
-    the model reads instead; `by` is "user" or "policy"; `index` its plan task, if any."""
-
-    kind: ClassVar[RunEventKind] = "call_denied"
-    tool: str
-    arguments: Mapping[str, Any]
-    reason: str
-    by: str = "policy"
-    index: int | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """The payload as JSON-ready fields (without `kind`)."""
-        return {
-            "tool": self.tool,
-            "arguments": dict(self.arguments),
-            "reason": self.reason,
-            "by": self.by,
-            "index": self.index,
-        }
-
-
-@dataclass(frozen=True)
-class CallReused:
-    """Task `index` repeats a side effect already run in `round` of the same request: it
-    is not run again, the earlier `observation` stands for it."""
-
-    kind: ClassVar[RunEventKind] = "call_reused"
-    index: int
-    tool: str
-    round: int
-    observation: str
-
-    def to_json(self) -> dict[str, Any]:
-        """The payload as JSON-ready fields (without `kind`)."""
-        return {
-            "index": self.index,
-            "tool": self.tool,
-            "round": self.round,
-            "observation": self.observation,
-        }
-
-
-@dataclass(frozen=True)
-class TaskStart:
-    """Task `index` (a call of `tool`) started."""
-
-    kind: ClassVar[RunEventKind] = "task_start"
-    index: int
-    tool: str
-
-    def to_json(self) -> dict[str, Any]:
-        """The payload as JSON-ready fields (without `kind`)."""
-        return {"index": self.index, "tool": self.tool}
-
-
-@dataclass(frozen=True)
-class TaskDone:
-    """Task `index` finished after `ms` (`error`: it failed) with its `observation`."""
-
-    kind: ClassVar[RunEventKind] = "task_done"
-    index: int
-    tool: str
-    error: bool
-    ms: float
-    observation: str
-
-    def to_json(self) -> dict[str, Any]:
-        """The payload as JSON-ready fields (without `kind`)."""
-        return {
-            "index": self.index,
-            "tool": self.tool,
-            "error": self.error,
-            "ms": self.ms,
-            "observation": self.observation,
-        }
-
-
-@dataclass(frozen=True)
-class PlanDone:
-    """The Planner wrote `plan` in `planner_s` seconds; `ok`: every task succeeded."""
-
-    kind: ClassVar[RunEventKind] = "plan_done"
-    plan: str
-    ok: bool
-    planner_s: float
-
-    def to_json(self) -> dict[str, Any]:
-        """The payload as JSON-ready fields (without `kind`)."""
-        return {"plan": self.plan, "ok": self.ok, "planner_s": self.planner_s}
-
-
-@dataclass(frozen=True)
-class ArbiterStart:
-    """The Arbiter started reading the observations."""
-
-    kind: ClassVar[RunEventKind] = "arbiter_start"
-
-    def to_json(self) -> dict[str, Any]:
-        """The payload as JSON-ready fields (without `kind`): none."""
-        return {}
-
-
-@dataclass(frozen=True)
-class ArbiterDone:
-    """The Arbiter's decision: `finish` with `answer` (`truncated`: cut before its end),
-    or replan; and its `thought`. A `problem` means the reply was unreadable and the
-    request stops there."""
-
-    kind: ClassVar[RunEventKind] = "arbiter_done"
-    finish: bool
-    answer: str
-    thought: str
-    truncated: bool = False
-    problem: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        """The payload as JSON-ready fields (without `kind`)."""
-        return {
-            "finish": self.finish,
-            "answer": self.answer,
-            "thought": self.thought,
-            "truncated": self.truncated,
-            "problem": self.problem,
-        }
-
-
-RunEvent = (
+RunEvent: TypeAlias = (
     Note
     | PromptCacheEvent
     | ModelStart
