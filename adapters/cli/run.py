@@ -20,13 +20,14 @@ server starts: it must render a two-message chat).
 (`toolweave.adapters.remote`, docs/remote.md): ``--remote-model``, ``--api-key`` and
 ``--remote-timeout`` configure it; the options of the local engine are refused or
 ignored with one line.
+
+The agents themselves are in `run_agents`, the ``--compare`` baselines in `run_compare`.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -40,31 +41,25 @@ from toolweave.adapters.cli.call import (
     TopPOption,
     cli_sampling,
 )
+from toolweave.adapters.cli.run_agents import (
+    MAX_STEPS,
+    SYSTEM,
+    LLMCall,
+    demo_examples,
+    denied_to,
+    nearest_examples,
+    react_summary,
+    run_agent,
+    run_plan,
+    state_store,
+)
+from toolweave.adapters.cli.run_compare import compare_messages, compare_plan, print_comparison
 from toolweave.disk_cache import cache_root, parse_size
 
 if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage
-    from langchain_core.tools import BaseTool
-    from rich.console import Console
-
-    from toolweave.adapters.cli.display import RunTrace
-    from toolweave.adapters.mcp.client import MCPHub
-    from toolweave.consent import ConsentDecision, ConsentPolicy, ConsentRequest
-    from toolweave.events import RunEvent
-    from toolweave.native.states.store import StateStore
 
 __all__ = ["run"]
-
-#: Agent graph steps (model and tool nodes) before a run is stopped.
-MAX_STEPS = 16
-#: One LLM call of the plan-out agent: its messages, "planner" or "arbiter", what the
-#: model was bound with (its grammar), and what it cost in this run ("stats", "ms", "text").
-LLMCall = tuple[tuple[tuple[str, str], ...], str, dict[str, Any], dict[str, Any]]
-
-SYSTEM = (
-    "You are a helpful assistant on the user's computer. Use the tools to look things "
-    "up or act, then answer briefly from the tool results."
-)
 
 
 def run(
@@ -281,7 +276,7 @@ def run(
         from toolweave.adapters.langchain.tools import to_langchain
 
         directory = prompt_cache or cache_root() / "prompt-states"
-        store = None if no_prompt_cache or remote else _state_store(directory, cache_limit)
+        store = None if no_prompt_cache or remote else state_store(directory, cache_limit)
     except BaseException:
         starting.cancel()
         raise
@@ -311,19 +306,19 @@ def run(
                 f"{', '.join(read_only_names) or 'none'}"
             )
             trace.note(consent_note(hub.tools, yes, allowed, sys.stdin.isatty()))
-            guarded = [with_consent(t, policy, _denied_to(trace)) for t in hub.tools]
+            guarded = [with_consent(t, policy, denied_to(trace)) for t in hub.tools]
             tools = [to_langchain(t) for t in guarded]
             messages: list[BaseMessage] = []
             calls: list[LLMCall] = []
             plan_examples = not own_servers and agent == "plan"
-            examples = _nearest_examples(_demo_examples(), request) if plan_examples else []
+            examples = nearest_examples(demo_examples(), request) if plan_examples else []
             if remote is not None:
                 answer, summary = run_remote(
                     remote, agent, request, hub.tools, tools, examples, trace, policy, SYSTEM,
                     MAX_STEPS,
                 )  # fmt: skip
             elif agent == "plan":
-                answer, summary, calls = _run_plan(
+                answer, summary, calls = run_plan(
                     hub,
                     request,
                     model,
@@ -336,10 +331,10 @@ def run(
                     chat_options,
                 )
             else:
-                messages, answer = _run_agent(
+                messages, answer = run_agent(
                     tools, request, model, mode, max_tokens, trace, store, chat_options
                 )
-                summary = _summary(messages)
+                summary = react_summary(messages)
     except KeyboardInterrupt:
         console.print("interrupted: servers stopped, nothing left running")
         raise typer.Exit(130) from None
@@ -353,9 +348,9 @@ def run(
     # The baseline only reads the tools' schemas: no tool runs again after the hub closed.
     comparison = None
     if compare and agent == "plan":
-        comparison = _compare_plan(calls, model, max_tokens, trace, chat_options)
+        comparison = compare_plan(calls, model, max_tokens, trace, chat_options)
     elif compare:
-        comparison = _compare(messages, tools, model, max_tokens, trace, chat_options)
+        comparison = compare_messages(messages, tools, model, max_tokens, trace, chat_options)
     if as_json:
         doc = {
             "request": request,
@@ -372,256 +367,4 @@ def run(
         + f"; {trace.elapsed():.1f} s in total"
     )
     if comparison:
-        _print_comparison(console, comparison)
-
-
-def _run_agent(
-    tools: list[BaseTool],
-    request: str,
-    model: str | None,
-    mode: str,
-    max_tokens: int,
-    trace: RunTrace,
-    store: StateStore | None = None,
-    chat_options: dict[str, Any] | None = None,
-) -> tuple[list[BaseMessage], str]:
-    from langchain.agents import create_agent
-    from langchain_core.messages import AIMessage, HumanMessage
-
-    from toolweave.adapters.langchain.chat_model import ChatToolweave
-    from toolweave.adapters.langchain.provisional import ProvisionalToolMiddleware
-
-    chat = ChatToolweave(
-        model=model,
-        mode=mode,
-        max_tokens=max_tokens,
-        auto_calls="user_turn",
-        observer=trace,
-        state_store=store,
-        **(chat_options or {}),
-    )
-    agent = create_agent(
-        chat, tools, system_prompt=SYSTEM, middleware=[ProvisionalToolMiddleware(observer=trace)]
-    )
-    out = agent.invoke({"messages": [HumanMessage(request)]}, {"recursion_limit": MAX_STEPS})
-    _keep_last_prompt(chat, store)
-    messages: list[BaseMessage] = list(out["messages"])
-    last = messages[-1]
-    answer = last.content if isinstance(last, AIMessage) and isinstance(last.content, str) else ""
-    return messages, answer or "(no answer)"
-
-
-def _state_store(directory: Path, disk_limit: str | None) -> StateStore:
-    """The store; `disk_limit` None means the default (the variable, else 4 GiB)."""
-    from toolweave.native.states.store import StateStore
-
-    return StateStore(directory, disk_limit=disk_limit)
-
-
-def _keep_last_prompt(chat: Any, store: StateStore | None) -> None:
-    """Save the last prompt's state too (the Arbiter's, or the agent's last message):
-    states are otherwise saved when the next prompt takes the slot, and none comes."""
-    if store is not None:
-        store.save(chat.engine, 0)
-
-
-def _demo_examples() -> list[tuple[str, str]]:
-    from toolweave.adapters.demo_servers import plan_examples
-
-    return plan_examples()
-
-
-def _nearest_examples(
-    examples: Sequence[tuple[str, str]], request: str, k: int = 2
-) -> list[tuple[str, str]]:
-    """The `k` examples whose requests are most like `request` (ToolRAG's embedder),
-    the most similar last: a tiny Planner copies the example nearest the query."""
-    from toolweave.prompting.training import default_embedder
-
-    if len(examples) <= k:
-        return list(examples)
-    queries = [q for q, _ in examples]
-    embedder = default_embedder([*queries, request])
-    scores = embedder.embed(queries) @ embedder.embed([request])[0]
-    best = sorted(range(len(examples)), key=lambda i: -float(scores[i]))[:k]
-    return [examples[i] for i in reversed(best)]
-
-
-def _run_plan(
-    hub: MCPHub,
-    request: str,
-    model: str | None,
-    mode: str,
-    max_tokens: int,
-    examples: Sequence[tuple[str, str]],
-    trace: RunTrace,
-    store: StateStore | None = None,
-    consent: ConsentPolicy | None = None,
-    chat_options: dict[str, Any] | None = None,
-) -> tuple[str, dict[str, Any], list[LLMCall]]:
-    from toolweave.adapters.langchain.chat_model import ChatToolweave
-    from toolweave.adapters.langchain.plan_agent import PlanOutAgent
-    from toolweave.events import ModelDone, PromptCacheEvent
-
-    done: list[dict[str, Any]] = []  # the cost of each model message, in order
-    cache_ms = [0.0]  # the state store's prefill before the message being decoded
-
-    def observe(event: RunEvent) -> None:
-        trace(event)
-        if isinstance(event, PromptCacheEvent):
-            cache_ms[0] = event.ms
-        elif isinstance(event, ModelDone):
-            stats = event.stats
-            ms = cache_ms[0] + stats.prompt_ms + stats.total_ms
-            done.append({"stats": stats.to_dict(), "ms": ms, "text": event.text})
-            cache_ms[0] = 0.0
-
-    chat = ChatToolweave(
-        model=model,
-        mode=mode,
-        max_tokens=max(max_tokens, 256),
-        observer=observe,
-        state_store=store,
-        **(chat_options or {}),
-    )
-    agent = PlanOutAgent(chat, hub.tools, examples=examples, observer=trace, consent=consent)
-    result = agent.run(request)
-    _keep_last_prompt(chat, store)
-    summary = result.summary()
-    # What each LLM call saw and cost, for --compare.
-    calls: list[LLMCall] = []
-    for r in result.rounds:
-        for msgs, kind, bound in (
-            (r.planner_messages, "planner", agent.planner_kwargs),
-            (r.arbiter_messages, "arbiter", agent.arbiter_kwargs),
-        ):
-            cost = done[len(calls)] if len(calls) < len(done) else {}
-            calls.append((msgs, kind, bound, cost))
-    return result.answer, summary, calls
-
-
-def _denied_to(trace: RunTrace) -> Callable[[ConsentRequest, ConsentDecision], None]:
-    """Shows a denied call of the react agent's tool node on the display."""
-    from toolweave.events import CallDenied
-
-    def show(request: ConsentRequest, decision: ConsentDecision) -> None:
-        trace(CallDenied(request.tool, dict(request.arguments), decision.reason, decision.by))
-
-    return show
-
-
-def _summary(messages: Sequence[BaseMessage]) -> dict[str, Any]:
-    from langchain_core.messages import AIMessage
-
-    ai = [m for m in messages if isinstance(m, AIMessage)]
-    stats = [m.response_metadata.get("stats", {}) for m in ai]
-    return {
-        "model_messages": len(ai),
-        "tool_calls": sum(len(m.tool_calls) for m in ai),
-        "decode_passes": sum(s.get("decode_passes", 0) for s in stats),
-        "decode_ms": sum(s.get("total_ms", 0.0) for s in stats),
-    }
-
-
-def _compare(
-    messages: Sequence[BaseMessage],
-    tools: list[BaseTool],
-    model: str | None,
-    max_tokens: int,
-    trace: RunTrace,
-    chat_options: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Decode each model message again with the baseline (tools are not run again)."""
-    from langchain_core.messages import AIMessage, SystemMessage
-
-    from toolweave.adapters.langchain.chat_model import ChatToolweave
-
-    trace.note("comparing: decoding the same messages with the constrained baseline")
-    baseline = ChatToolweave(
-        model=model,
-        mode="constrained",
-        max_tokens=max_tokens,
-        auto_calls="user_turn",
-        **(chat_options or {}),
-    )
-    rows: list[dict[str, Any]] = []
-    for i, m in enumerate(messages):
-        if not isinstance(m, AIMessage):
-            continue
-        history = [SystemMessage(SYSTEM), *messages[:i]]
-        again = baseline.bind_tools(tools).invoke(history)
-        ours, base = m.response_metadata.get("stats", {}), again.response_metadata["stats"]
-        rows.append(
-            {
-                "message": len(rows) + 1,
-                "fast_passes": ours.get("decode_passes", 0),
-                "baseline_passes": base["decode_passes"],
-                "fast_ms": ours.get("total_ms", 0.0),
-                "baseline_ms": base["total_ms"],
-                "same_calls": [(c["name"], c["args"]) for c in m.tool_calls]
-                == [(c["name"], c["args"]) for c in again.tool_calls],
-            }
-        )
-    fast = sum(r["fast_ms"] for r in rows)
-    base_ms = sum(r["baseline_ms"] for r in rows)
-    return {"messages": rows, "speedup": base_ms / fast if fast else None}
-
-
-def _compare_plan(
-    calls: Sequence[LLMCall],
-    model: str | None,
-    max_tokens: int,
-    trace: RunTrace,
-    chat_options: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Run the Planner's and Arbiter's prompts again the plain way: every prompt prefilled
-    from scratch (no saved or live state), greedy decoding under the same grammar without
-    ExSpec drafts."""
-    from toolweave.adapters.langchain.chat_model import ChatToolweave
-
-    trace.note("comparing: the same prompts prefilled from scratch, decoded the same way")
-    baseline = ChatToolweave(
-        model=model,
-        max_tokens=max(max_tokens, 256),
-        reuse_prompt_cache=False,
-        **(chat_options or {}),
-    )
-    rows: list[dict[str, Any]] = []
-    for msgs, kind, bound, ours in calls:
-        plain = {k: v for k, v in bound.items() if k != "exspec"}
-        again = baseline.bind(**plain).invoke(list(msgs))
-        base = again.response_metadata["stats"]
-        mine = ours.get("stats", {})
-        rows.append(
-            {
-                "message": f"{len(rows) // 2 + 1} {kind}",
-                "fast_passes": mine.get("forward_passes", 0),
-                "baseline_passes": base["forward_passes"],
-                "fast_ms": ours.get("ms", 0.0),
-                "baseline_ms": base["prompt_ms"] + base["total_ms"],
-                "same_calls": again.content == ours.get("text"),
-            }
-        )
-    fast = sum(r["fast_ms"] for r in rows)
-    base_ms = sum(r["baseline_ms"] for r in rows)
-    return {"messages": rows, "speedup": base_ms / fast if fast else None}
-
-
-def _print_comparison(console: Console, comparison: dict[str, Any]) -> None:
-    from rich.table import Table
-
-    table = Table(title="toolweave vs the baseline (same prompts)")
-    for col in ("message", "passes", "baseline passes", "ms", "baseline ms", "same output"):
-        table.add_column(col)
-    for r in comparison["messages"]:
-        table.add_row(
-            str(r["message"]),
-            str(r["fast_passes"]),
-            str(r["baseline_passes"]),
-            f"{r['fast_ms']:.0f}",
-            f"{r['baseline_ms']:.0f}",
-            "yes" if r["same_calls"] else "no",
-        )
-    console.print(table)
-    if comparison["speedup"]:
-        console.print(f"speedup over the baseline: x{comparison['speedup']:.2f}")
+        print_comparison(console, comparison)
