@@ -2,40 +2,38 @@
 
 It owns the prompt (the model's chat template), the shared call grammar, and the
 dispatch to a decoding mode. Sequence 0 holds the conversation; consecutive requests
-reuse the longest common prompt prefix already in the KV cache.
+reuse the longest common prompt prefix already in the KV cache. The call format's helpers
+are in `caller_format` (re-exported here), what drafting works with in `caller_drafting`,
+and the checked calls and stats of a result in `caller_result`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from toolweave.drafting.forecast import CallForecast, ToolRanking
-from toolweave.errors import CallFormatError, ConstraintError, ToolSpecError
+from toolweave.errors import ConstraintError, ToolSpecError
 from toolweave.events import CallEvent
-from toolweave.formats import (
-    CallFormat,
-    SyntaxFormat,
-    detect_call_format,
-    format_for_chat_template,
-    get_format,
-)
-from toolweave.formats.syntax import CALL_ID, INDEX
-from toolweave.grammar.call import call_grammar, syntax_grammar_gap, value_grammar
-from toolweave.grammar.syntax_call import RAW_LAYOUTS, call_parts
+from toolweave.formats import CallFormat, SyntaxFormat, get_format
+from toolweave.grammar.call import call_grammar
 from toolweave.modes import check_mode
-from toolweave.native.calibration import CostTable, engine_costs
+from toolweave.native.calibration import CostTable
+from toolweave.native.caller_drafting import CallerDrafting
+from toolweave.native.caller_format import (
+    decoder_format,
+    json_arguments,
+    special_tokens,
+    template_format,
+    uses_template_tools,
+)
+from toolweave.native.caller_result import call_result, call_stats, parsed_calls
 from toolweave.native.chat import chat_text, chat_tokens
-from toolweave.native.constraints import TokenMatcher, Vocabulary, vocabulary_for
+from toolweave.native.constraints import TokenMatcher, vocabulary_for
 from toolweave.native.decode.plan import DecodePlan
-from toolweave.native.decode.response import _SENTINEL as ARGUMENTS_SENTINEL
-from toolweave.native.decode.response import ResponseDecoder, ResponseStart, Speculation
-from toolweave.native.decode.values import parallel_pays
+from toolweave.native.decode.response import ResponseDecoder, ResponseStart
 from toolweave.native.engine import Engine
-from toolweave.native.learning import engine_learning
 from toolweave.native.numerics import engine_bound
 from toolweave.native.sampling import Sampler
 from toolweave.native.states.prefill import prefill_prompt
@@ -48,7 +46,7 @@ from toolweave.prompting.chat_template import (
 from toolweave.prompting.conversation import request_text as conversation_request_text
 from toolweave.prompting.conversation import session_texts
 from toolweave.prompting.template_file import ChatTemplateError
-from toolweave.results import CallResult, CallStats, InvalidCall
+from toolweave.results import CallResult, InvalidCall
 from toolweave.sampling import Sampling
 from toolweave.toolspec import ToolCall, ToolSpec
 
@@ -66,90 +64,11 @@ __all__ = [
 ]
 
 
-def template_format(template: str | None) -> CallFormat:
-    """The call format a chat template's model writes: its own syntax read off the
-    template (`detect_call_format`) where that is not a built-in format and the call
-    grammar covers it (layouts json, named-json, xml and python without slots), else the
-    format picked by name (`format_for_chat_template`)."""
-    picked = format_for_chat_template(template)
-    if template is None:
-        return picked
-    try:
-        detected = detect_call_format(template)
-    except Exception:  # no syntax read off the template: the picked format, as always
-        return picked
-    if isinstance(detected, SyntaxFormat) and syntax_grammar_gap(detected.syntax) is None:
-        return detected
-    return picked
-
-
-def uses_template_tools(template: str | None, fmt: CallFormat) -> bool:
-    """Whether a caller decoding `fmt` describes its tools through `template`'s ``tools``
-    variable: the template lists them, and writes calls in `fmt`'s syntax (so the prompt
-    the model reads shows the calls the grammar lets it write)."""
-    if template is None or not template_renders_tools(template):
-        return False
-    try:
-        own = detect_call_format(template)
-    except Exception:  # the template writes no calls toolweave can read
-        return False
-    probe = ToolCall("probe_tool", {"probe_argument": "value"})
-    try:
-        return own.serialize_call(probe) == fmt.serialize_call(probe)
-    except Exception:  # a format that cannot write the probe call writes another syntax
-        return False
-
-
-class _DecoderFormat(SyntaxFormat):
-    """A syntax whose arguments are not one JSON object (xml, python), as the response
-    decoder reads formats: it finds a call's head (the text before its first argument)
-    and tail by writing a call whose one argument is a sentinel and looking for that
-    argument as JSON (``"<sentinel>":0``). This view writes that call as head + the JSON
-    sentinel + tail, and everything else as the format itself does."""
-
-    def __init__(self, fmt: SyntaxFormat) -> None:
-        super().__init__(fmt.syntax, fmt.name, tuple(fmt.tools.values()))
-
-    def serialize_call(self, call: ToolCall) -> str:
-        if list(call.arguments) != [ARGUMENTS_SENTINEL]:
-            return super().serialize_call(call)
-        head, tail = call_parts(self, call.name)
-        marker = json.dumps(ARGUMENTS_SENTINEL) + ":0"
-        return self.syntax.open + head + marker + tail + self.syntax.close
-
-
-def json_arguments(fmt: CallFormat) -> bool:
-    """Whether `fmt` writes a call's arguments as one JSON object: what `fast` value
-    drafts and their write-back are built for."""
-    syntax = fmt.syntax if isinstance(fmt, SyntaxFormat) else None
-    return syntax is None or syntax.layout not in RAW_LAYOUTS
-
-
-def special_tokens(engine: Engine, vocab: Vocabulary, fmt: SyntaxFormat) -> dict[str, int]:
-    """The special tokens (text -> id) the engine's tokenizer writes, from plain text,
-    inside `fmt`'s markers: llguidance matches such a token only as itself, never as
-    its text, so the call grammar must ask for the token there (Gemma 4's
-    ``<|tool_call>`` and ``<|"|>`` on its vocabulary)."""
-    s = fmt.syntax
-    markers = [s.open, s.close, s.call_open, s.call_close, s.separator, s.name_close]
-    markers += [s.key_open, s.key_close, s.value_close, s.string_open, s.string_close]
-    markers += [s.other_open, s.arg_separator]
-    found: dict[str, int] = {}
-    for marker in markers:
-        text = marker.replace(INDEX, "0").replace(CALL_ID, "id")
-        if not text.strip():
-            continue
-        for token in engine.tokenize(text, parse_special=False):
-            if vocab.tokenizer.is_special_token(token):
-                found[engine.token_bytes(token).decode("utf-8", errors="replace")] = token
-    return found
-
-
 #: Tokens per argument value assumed before any value was seen (BFCL-like calls).
 TYPICAL_VALUE_TOKENS = 6.0
 
 
-class ToolCaller:
+class ToolCaller(CallerDrafting):
     """Answer requests with calls to `tools` on `engine`, in any decoding mode."""
 
     def __init__(
@@ -211,9 +130,7 @@ class ToolCaller:
             self._special = special_tokens(engine, self.vocab, self.fmt)
         # What the response decoder is given: the format itself, or for xml and python
         # the view that shows it where a call's arguments start and end.
-        self._decoder_fmt: CallFormat = self.fmt
-        if isinstance(self.fmt, SyntaxFormat) and not json_arguments(self.fmt):
-            self._decoder_fmt = _DecoderFormat(self.fmt)
+        self._decoder_fmt: CallFormat = decoder_format(self.fmt)
         if template_tools and not template_renders_tools(self.chat_template):
             raise ChatTemplateError(
                 "template_tools=True, but the chat template does not list the tools it is "
@@ -240,7 +157,7 @@ class ToolCaller:
         # forecasts than without (`toolweave bench fastpath`, 100 BFCL calls, SmolLM2).
         self.forecast = engine.batch_invariant if forecast is None else forecast
         self.session_drafts = session_drafts
-        self._ranking: ToolRanking | None = None
+        self._ranking = None
         if not engine.batch_invariant:
             # Measured now, while the KV cache is likely empty (see `engine_bound`).
             engine_bound(engine)
@@ -314,43 +231,6 @@ class ToolCaller:
             return
         yield from self._decode_events(request, DecodePlan.for_mode(mode), sampler)
 
-    def _speculation(self, plan: DecodePlan, request_text: str) -> Speculation:
-        """What `plan`'s drafting works with on this engine (nothing without drafts)."""
-        if not (plan.draft_values or plan.forecasts):
-            return Speculation()
-        costs = self.costs()
-        forecast: CallForecast | None = None
-        if plan.forecasts and self.forecast:
-            forecast = CallForecast.for_request(self.ranking(), request_text)
-
-        def batch_pays(k: int) -> bool:
-            return costs.pass_ms(k, k, sequences=True) < k * costs.serial_step_ms
-
-        def values_pay(spec: ToolSpec, n: int) -> bool:
-            if self.parallel_values is not None:
-                return self.parallel_values and n > 0
-            return parallel_pays(costs, n, self._value_tokens)
-
-        branch_seqs: tuple[int, ...] = ()
-        if plan.draft_values:
-            branch_seqs = tuple(range(1, min(self.engine.n_seq_max, 8)))
-            if self.seq in branch_seqs:
-                raise ConstraintError("the caller's sequence collides with value branches")
-        return Speculation(
-            costs=costs,
-            # Value drafts are JSON values written back as JSON members: for a syntax
-            # writing each argument apart (xml, python) `fast` and `lossless` decode the
-            # values as `jump` does (forecasts, verified, still run).
-            value_grammar=self._value_grammar if json_arguments(self.fmt) else None,
-            branch_seqs=branch_seqs,
-            batch_pays=batch_pays,
-            parallel_pays=values_pay,
-            forecast=forecast,
-            learning=engine_learning(self.engine),
-            # A batch-invariant engine's rows equal its serial steps: nothing to bound.
-            bound=None if self.engine.batch_invariant else engine_bound(self.engine),
-        )
-
     def _decode_events(
         self, request: str | Sequence[Message], plan: DecodePlan, sampler: Sampler | None = None
     ) -> Iterator[CallEvent]:
@@ -408,108 +288,34 @@ class ToolCaller:
             total_ms = (time.perf_counter() - t0) * 1000
             passes = eng.counters.forward_passes - passes0
             totals = decoder.totals
-            for n in totals.value_lengths:  # running estimate of value length, for planning
-                self._value_tokens = 0.8 * self._value_tokens + 0.2 * n
-        phases = dict(totals.phases_ms)
-        if t_final is not None:
-            phases["time_to_final_call"] = t_final
-        stats = CallStats(
-            forward_passes=passes,
-            decode_passes=passes - 1 - prefill_passes,
-            prefill_tokens=len(prompt) + totals.prefilled,
-            decoded_tokens=totals.decoded,
-            output_tokens=len(decoder.tokens),
+            self._learn_value_lengths(totals.value_lengths)
+        bound = speculation.bound
+        stats = call_stats(
+            totals,
+            passes=passes,
+            prefill_passes=prefill_passes,
             prompt_tokens=len(prompt),
+            output_tokens=len(decoder.tokens),
             prompt_ms=prompt_ms,
             cached_tokens=pre.reused,
             time_to_tool_ms=t_tool,
+            time_to_final_ms=t_final,
             total_ms=total_ms,
-            phases_ms=phases,
-            drafted_tokens=totals.drafted,
-            accepted_tokens=totals.accepted,
-            forecast_drafted_tokens=totals.forecast_drafted,
-            forecast_accepted_tokens=totals.forecast_accepted,
-            session_drafted_tokens=totals.session_drafted,
-            session_accepted_tokens=totals.session_accepted,
-            logit_bound=None
-            if speculation.bound is None or sampler is not None
-            else speculation.bound.bound,
-            near_ties=tuple(totals.near_ties),
+            logit_bound=None if bound is None or sampler is not None else bound.bound,
         )
-        result = self._result(
-            plan.mode, decoder.tokens, totals.finish_reason, stats, provisional, decoder.calls
+        result = call_result(
+            self.fmt,
+            self.by_name,
+            plan.mode,
+            eng.detokenize(decoder.tokens),
+            decoder.tokens,
+            totals.finish_reason,
+            stats,
+            provisional,
+            decoder.calls,
         )
         yield CallEvent("done", total_ms, result=result)
 
-    def ranking(self) -> ToolRanking:
-        """BM25 over this caller's tools (built on first use)."""
-        if self._ranking is None:
-            self._ranking = ToolRanking(self.tools)
-        return self._ranking
-
-    def costs(self) -> CostTable:
-        """The engine cost table (measured once per engine, quickly, on first use)."""
-        if self._costs is None:
-            self._costs = engine_costs(self.engine)
-        return self._costs
-
-    def _value_grammar(self, spec: ToolSpec, key: str, suffix: Sequence[str]) -> str:
-        return value_grammar(spec, key, suffix=suffix)
-
-    def _result(
-        self,
-        mode: str,
-        tokens: Sequence[int],
-        reason: str,
-        stats: CallStats,
-        provisional: Sequence[ToolCall] = (),
-        complete: Sequence[ToolCall] = (),
-    ) -> CallResult:
-        """`complete`: the calls the decoder saw finished; when the output is cut at
-        max_tokens inside a later call, so the text no longer parses, those are kept
-        (checked like any call) instead of losing them with the cut one."""
-        text = self.engine.detokenize(tokens)
-        calls, invalid = self.validate_text(text)
-        if reason == "length":
-            if not calls and complete:
-                calls, invalid = self._checked(complete, text)
-            invalid.append(InvalidCall(text=text, error="output truncated at max_tokens"))
-        return CallResult(
-            mode=mode,
-            calls=tuple(calls),
-            text=text,
-            tokens=tuple(tokens),
-            stats=stats,
-            provisional=tuple(provisional),
-            invalid=tuple(invalid),
-            finish_reason=reason,
-        )
-
     def validate_text(self, text: str) -> tuple[list[ToolCall], list[InvalidCall]]:
         """Parse `text` in this caller's format; split valid calls from invalid ones."""
-        try:
-            parsed = self.fmt.parse(text)
-        except CallFormatError as exc:
-            return [], [InvalidCall(text=text, error=str(exc))]
-        return self._checked(parsed, text)
-
-    def _checked(
-        self, parsed: Sequence[ToolCall], text: str
-    ) -> tuple[list[ToolCall], list[InvalidCall]]:
-        """`parsed` split into calls of known tools with valid arguments and the rest."""
-        calls: list[ToolCall] = []
-        invalid: list[InvalidCall] = []
-        for c in parsed:
-            spec = self.by_name.get(c.name)
-            if spec is None:
-                invalid.append(
-                    InvalidCall(text=text, error=f"unknown tool {c.name!r}", name=c.name)
-                )
-                continue
-            try:
-                spec.validate_call(c.arguments)
-            except ToolSpecError as exc:
-                invalid.append(InvalidCall(text=text, error=str(exc), name=c.name))
-                continue
-            calls.append(c)
-        return calls, invalid
+        return parsed_calls(self.fmt, self.by_name, text)
