@@ -39,20 +39,13 @@ and every message names ``model_provider`` and ``model_name`` in its metadata.
 
 from __future__ import annotations
 
-import atexit
-import dataclasses
-import hashlib
-import json
-import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput, ModelProfile
 from langchain_core.language_models.chat_models import LangSmithParams
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
-from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.messages import AIMessage
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from pydantic import ConfigDict, Field, PrivateAttr, model_validator
@@ -64,67 +57,45 @@ from toolweave.adapters.langchain.caches import (
     private_engine,
     shared_engine,
 )
-from toolweave.adapters.langchain.early import active_runner
-from toolweave.adapters.langchain.messages import (
-    PROVIDER,
-    ai_message,
-    final_chunk,
-    message_text,
-    split_system,
-    template_messages,
+from toolweave.adapters.langchain.chat_decode import ChatDecoding
+from toolweave.adapters.langchain.chat_states import (
+    DEFAULT_STORE,
+    default_state_store,
+    default_store_dir,
 )
+from toolweave.adapters.langchain.chat_streaming import ChatStreaming
+from toolweave.adapters.langchain.messages import PROVIDER
 from toolweave.adapters.langchain.profile import model_profile
-from toolweave.adapters.langchain.request_plan import (
-    RequestPlan,
-    calls_since_user,
-    openai_tool,
-    plan_request,
-    repeats,
-    tool_choice_name,
-)
-from toolweave.adapters.langchain.stream import CallStreamer
+from toolweave.adapters.langchain.request_plan import openai_tool, tool_choice_name
 from toolweave.adapters.langchain.structured import structured_output_runnable
-from toolweave.disk_cache import cache_root
-from toolweave.errors import ToolSpecError, ToolweaveError
-from toolweave.events import (
-    CallEvent,
-    CallName,
-    FinalCall,
-    ModelDone,
-    ModelStart,
-    Observer,
-    PromptCacheEvent,
-    ProvisionalCallEvent,
-)
-from toolweave.grammar.call import arguments_schema
+from toolweave.errors import ToolSpecError
+from toolweave.events import Observer
 from toolweave.models import resolve_model
 from toolweave.modes import MODES, check_mode
-from toolweave.native.caller import ToolCaller, template_format
-from toolweave.native.chat import chat_tokens
-from toolweave.native.decode.exspec import exspec_table, generate_with_exspec
-from toolweave.native.decode.text import first_token, generate_text
 from toolweave.native.engine import Engine
-from toolweave.native.sampling import Sampler
-from toolweave.native.states.store import StateStore
 from toolweave.prompting.template_file import check_chat_template
-from toolweave.results import CallResult
 from toolweave.sampling import Sampling
 from toolweave.toolspec import ToolSpec
 
-__all__ = ["DEFAULT_STORE", "PARALLEL_CALLS", "ChatToolweave", "default_state_store"]
-
-#: ``ChatToolweave(state_store=DEFAULT_STORE)``, the default: the process's shared store.
-DEFAULT_STORE = "default"
+__all__ = [
+    "DEFAULT_STORE",
+    "PARALLEL_CALLS",
+    "ChatToolweave",
+    "default_state_store",
+    "default_store_dir",
+]
 
 #: Most tool calls in one message when parallel tool calls are asked for and
 #: ``max_calls`` is left at its default of one.
 PARALLEL_CALLS = 8
 
-_Event = tuple[CallEvent, ToolCaller | None]
 
+class ChatToolweave(ChatStreaming, ChatDecoding, BaseChatModel):
+    """A chat model on a local GGUF model, with toolweave's tool-call decoders.
 
-class ChatToolweave(BaseChatModel):
-    """A chat model on a local GGUF model, with toolweave's tool-call decoders."""
+    Its fields, checks and bindings are here; it decodes a request as `ChatDecoding`,
+    restores prompt states as `PromptStates` and runs LangChain's calls (whole,
+    streamed, async) as `ChatStreaming`."""
 
     #: GGUF path or known model name (``model_path=`` is accepted for the same thing).
     model: str | None = Field(default=None, description="GGUF path or known model name.")
@@ -353,381 +324,3 @@ class ChatToolweave(BaseChatModel):
                 raise ValueError("function_calling needs a schema")
             return super().with_structured_output(schema, include_raw=include_raw, **kwargs)
         return structured_output_runnable(self, schema, method=method, include_raw=include_raw)
-
-    # ------------------------------------------------------------ decoding a request
-    def _caller(
-        self, specs: Sequence[ToolSpec], system: str | None, max_calls: int | None
-    ) -> ToolCaller:
-        return self._callers.get(
-            specs,
-            system,
-            max_calls,
-            lambda: ToolCaller(
-                self.engine,
-                specs,
-                fmt=self.call_format,
-                max_calls=max_calls,
-                max_tokens=self.max_tokens,
-                system=system,
-                chat_template=self.chat_template,
-                session_drafts=self.session_drafts,
-                template_tools=self.template_tools,
-            ),
-        )
-
-    def _render(self, system: str | None, messages: Sequence[BaseMessage]) -> list[int]:
-        eng = self.engine
-        template = self.chat_template
-        fmt = template_format(template if template is not None else eng.chat_template)
-        msgs = template_messages(messages, fmt)
-        if system:
-            msgs.insert(0, {"role": "system", "content": system})
-        return chat_tokens(eng, msgs, template=template)
-
-    def _grammar_text(
-        self,
-        prompt: list[int],
-        plan: RequestPlan,
-        rest: Sequence[BaseMessage],
-        kwargs: Mapping[str, Any],
-    ) -> Iterator[CallEvent]:
-        """Text under a bound grammar. With ``bind(exspec=[example texts])`` and a mode
-        past `constrained`, ExSpec drafts from an n-gram table of those examples and the
-        last user message, verified so the tokens equal plain greedy decoding's."""
-        examples = kwargs.get("exspec")
-        grammar = plan.extra["grammar"]
-        sampler = _sampler(self.sampling_for(kwargs))
-        if examples is None or self.mode == "constrained":
-            return generate_text(
-                self.engine, prompt, max_tokens=self.max_tokens, grammar=grammar, sampler=sampler
-            )
-        if isinstance(examples, str) or not all(isinstance(e, str) for e in examples):
-            raise ToolweaveError("bind(exspec=...) takes a list of example texts")
-        query = next((message_text(m) for m in reversed(rest) if isinstance(m, HumanMessage)), "")
-        table = exspec_table(self.engine, list(examples), query)
-        return generate_with_exspec(
-            self.engine,
-            prompt,
-            table=table,
-            max_tokens=self.max_tokens,
-            grammar=grammar,
-            learn=f"grammar:{hashlib.sha1(grammar.encode()).hexdigest()[:12]}",
-            sampler=sampler,
-        )
-
-    def _decode(
-        self,
-        messages: Sequence[BaseMessage],
-        emit: Callable[[CallEvent, ToolCaller | None], None],
-        **kwargs: Any,
-    ) -> None:
-        """Decode the whole response on this thread, handing each event to `emit`.
-
-        The engine lock is held from the first decision to the 'done' event (the
-        decision and the decoding see the same cache) by this plain call, never by a
-        suspended generator."""
-        eng = self.engine
-        restored: list[int] = []  # prompt tokens the state store supplied, if it ran
-        with eng.lock:
-            for ev, caller in self._events(messages, restored, **kwargs):
-                if ev.result is not None and restored:
-                    # The store filled the sequence just before the decoder looked: only
-                    # what it restored was read from a cache, not what it prefilled.
-                    stats = dataclasses.replace(ev.result.stats, cached_tokens=restored[-1])
-                    ev = dataclasses.replace(ev, result=dataclasses.replace(ev.result, stats=stats))
-                emit(ev, caller)
-        store = self.store
-        if restored and store is not None:
-            # The prompt and the response kept after it: what this session's next prompt
-            # extends, saved off the request path (and on disk for a new process).
-            store.save_later(eng, 0)
-
-    def _events(
-        self, messages: Sequence[BaseMessage], restored: list[int], **kwargs: Any
-    ) -> Iterator[tuple[CallEvent, ToolCaller | None]]:
-        """Decode the response; events of the tool caller (None for text and JSON).
-        Only `_decode` drives it, with the engine lock held."""
-        plan = plan_request(
-            kwargs.get("tools"),
-            kwargs.get("tool_choice"),
-            kwargs.get("response_format"),
-            kwargs.get("grammar"),
-        )
-        if kwargs.get("model") not in (None, self.model):
-            raise ToolweaveError(
-                "a per-call 'model' is not supported: make another ChatToolweave(model=...)"
-            )
-        system, rest = split_system(messages)
-        eng = self.engine
-        max_calls = self.max_calls_for(kwargs.get("parallel_tool_calls"))
-        stop = [*(self.stop or ()), *(kwargs.get("stop") or ())]
-        sampling = self.sampling_for(kwargs)
-        if not self.reuse_prompt_cache:
-            eng.seq_remove(0)
-        if plan.kind == "text" and not plan.specs:
-            prompt = self._render(system, rest)
-            self._restore(eng, prompt, restored)
-            sampler = _sampler(sampling)
-            for ev in generate_text(
-                eng, prompt, max_tokens=self.max_tokens, stop=stop, sampler=sampler
-            ):
-                yield ev, None
-            return
-        if plan.kind == "grammar":  # text under a caller's grammar (model.bind(grammar=))
-            prompt = self._render(system, rest)
-            self._restore(eng, prompt, restored)
-            yield from ((ev, None) for ev in self._grammar_text(prompt, plan, rest, kwargs))
-            return
-        if plan.kind == "json" and plan.schema is not None and not plan.specs:
-            prompt = self._render(system, rest)
-            self._restore(eng, prompt, restored)
-            grammar = _json_grammar(plan.schema)
-            sampler = _sampler(sampling)
-            for ev in generate_text(
-                eng, prompt, max_tokens=self.max_tokens, grammar=grammar, sampler=sampler
-            ):
-                yield ev, None
-            return
-        caller = self._caller(plan.specs, system, max_calls)
-        msgs = template_messages(rest, caller.fmt, tool_calls=caller.template_tools)
-        if self._stores_states:
-            self._restore(eng, caller.prompt_tokens(msgs), restored)
-        # tool_choice "none" with tools bound: a text (or JSON) answer on the tool prompt.
-        text = plan.kind in ("text", "json") or (
-            plan.kind == "auto" and not self._wants_call(caller, rest, msgs)
-        )
-        if not text and plan.kind == "auto" and self.auto_calls == "user_turn":
-            earlier = calls_since_user(rest)
-            if earlier:
-                # After tool results: a call repeating one already answered would
-                # loop; the model answers in text instead (events held until known).
-                held = list(caller.events(msgs, self.mode, sampling=sampling))
-                result = held[-1].result
-                if result is None or not repeats(result, earlier):
-                    yield from ((ev, caller) for ev in held)
-                    return
-                text = True
-        if text and plan.schema is not None:
-            # Tools and a structured response bound together: the answer is the JSON.
-            grammar = _json_grammar(plan.schema)
-            for ev in generate_text(
-                eng,
-                caller.prompt_tokens(msgs),
-                max_tokens=self.max_tokens,
-                grammar=grammar,
-                sampler=_sampler(sampling),
-            ):
-                yield ev, None
-            return
-        if text:
-            # A text answer: it may not open a tool call, and stops if it writes one.
-            opener = caller.fmt.open
-            for ev in generate_text(
-                eng,
-                caller.prompt_tokens(msgs),
-                max_tokens=self.max_tokens,
-                stop=[*stop, opener] if opener else stop,
-                not_first=_opening_tokens(eng, opener),
-                sampler=_sampler(sampling),
-            ):
-                yield ev, None
-            return
-        for ev in caller.events(msgs, self.mode, sampling=sampling):
-            yield ev, caller
-
-    @property
-    def _stores_states(self) -> bool:
-        return self.store is not None and self.reuse_prompt_cache
-
-    @property
-    def store(self) -> StateStore | None:
-        """The state store this model restores prompts from (None: the live cache only)."""
-        chosen = self.state_store
-        if chosen is None or chosen is False:
-            return None
-        if chosen == DEFAULT_STORE or chosen is True:
-            return default_state_store()
-        return chosen
-
-    def _restore(self, eng: Engine, prompt: list[int], restored: list[int]) -> None:
-        """Start `prompt` from the state store's longest saved prefix (no-op without one),
-        appending to `restored` how many of its tokens came from a cache.
-
-        The decoder then finds the prompt cached and only runs its last token again."""
-        store = self.store if self.reuse_prompt_cache else None
-        if store is None:
-            return
-        store.prefill(eng, 0, prompt, self.max_tokens)
-        record = store.last
-        if record is not None:
-            restored.append(record.reused)
-        if self.observer is not None and record is not None:
-            self.observer(
-                PromptCacheEvent(
-                    prompt_tokens=record.prompt_tokens,
-                    reused=record.reused,
-                    prefilled=record.prefilled,
-                    source=record.source,
-                    saved_at=record.saved_at,
-                    ms=record.prompt_ms,
-                )
-            )
-
-    def _wants_call(
-        self, caller: ToolCaller, rest: Sequence[BaseMessage], msgs: list[dict[str, Any]]
-    ) -> bool:
-        if self.auto_calls == "user_turn" and rest and isinstance(rest[-1], HumanMessage):
-            return True
-        eng = self.engine
-        piece = eng.detokenize([first_token(eng, caller.prompt_tokens(msgs))]).lstrip()
-        opener = (caller.fmt.open or "{").lstrip()
-        return bool(piece) and (opener.startswith(piece) or piece.startswith(opener))
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        streamer = CallStreamer(self.engine, active_runner())
-        results: list[CallResult] = []
-
-        def handle(ev: CallEvent, caller: ToolCaller | None) -> None:
-            streamer.feed(ev, caller)
-            self._observe(ev)
-            if ev.kind == "done" and ev.result is not None:
-                results.append(ev.result)
-
-        self._observe_start()
-        self._decode(messages, handle, stop=stop, **kwargs)
-        if not results:  # pragma: no cover - decoders always end with 'done'
-            raise ToolweaveError("decoder ended without a result")
-        message = ai_message(results[-1], model_name=self.model_name, ids=streamer.ids)
-        return ChatResult(generations=[ChatGeneration(message=message)])
-
-    def event_producer(
-        self, messages: list[BaseMessage], stop: list[str] | None, kwargs: Mapping[str, Any]
-    ) -> Callable[[Callable[[_Event], None]], None]:
-        """What a stream's worker thread runs: the whole decode, emitting each event with
-        the tool caller that made it (None for text and JSON). Streams and `toolweave
-        serve` run it on a worker thread of their own."""
-
-        def produce(emit: Callable[[_Event], None]) -> None:
-            self._decode(messages, lambda ev, caller: emit((ev, caller)), stop=stop, **kwargs)
-
-        return produce
-
-    def _chunks(
-        self, streamer: CallStreamer, ev: CallEvent, caller: ToolCaller | None
-    ) -> Iterator[ChatGenerationChunk]:
-        self._observe(ev)
-        for chunk in streamer.feed(ev, caller):
-            if ev.kind == "done" and ev.result is not None:
-                chunk = final_chunk(chunk, ev.result, self.model_name)
-            yield ChatGenerationChunk(message=chunk)
-
-    def _stream(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> Iterator[ChatGenerationChunk]:
-        from toolweave.adapters.langchain.blocking import stream_in_worker
-
-        streamer = CallStreamer(self.engine, active_runner())
-        self._observe_start()
-        for ev, caller in stream_in_worker(self.event_producer(messages, stop, kwargs)):
-            for chunk in self._chunks(streamer, ev, caller):
-                text = chunk.message.content
-                if run_manager and isinstance(text, str) and text:
-                    run_manager.on_llm_new_token(text, chunk=chunk)
-                yield chunk
-
-    def _observe_start(self) -> None:
-        if self.observer is not None:
-            self.observer(ModelStart(self.mode))
-
-    def _observe(self, ev: CallEvent) -> None:
-        if self.observer is None:
-            return
-        if ev.kind == "name":
-            self.observer(CallName(ev.name or "", ev.t_ms))
-        elif ev.kind == "provisional" and ev.call is not None:
-            self.observer(ProvisionalCallEvent(ev.call, ev.t_ms))
-        elif ev.kind == "call" and ev.call is not None:
-            self.observer(FinalCall(ev.call, ev.t_ms))
-        elif ev.kind == "done" and ev.result is not None:
-            self.observer(ModelDone.of(ev.result))
-
-    async def _agenerate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        from toolweave.adapters.langchain.blocking import run_in_worker
-
-        return await run_in_worker(self._generate, messages, stop, None, **kwargs)
-
-    async def _astream(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> AsyncIterator[ChatGenerationChunk]:
-        from toolweave.adapters.langchain.blocking import astream_in_worker
-
-        streamer = CallStreamer(self.engine, active_runner())
-        self._observe_start()
-        async for ev, caller in astream_in_worker(self.event_producer(messages, stop, kwargs)):
-            for chunk in self._chunks(streamer, ev, caller):
-                text = chunk.message.content
-                if run_manager and isinstance(text, str) and text:
-                    await run_manager.on_llm_new_token(text, chunk=chunk)
-                yield chunk
-
-
-def default_store_dir() -> Path:
-    """Where the default store keeps its files: ``<cache root>/prompt-states``."""
-    return cache_root() / "prompt-states"
-
-
-_DEFAULT_STORES: dict[Path, StateStore] = {}
-_DEFAULT_STORES_LOCK = threading.Lock()
-
-
-def default_state_store() -> StateStore:
-    """The process's store over ``<cache root>/prompt-states`` (made on first use; its
-    pending writes finish at exit). Processes sharing the directory at once are safe:
-    every file is checksummed and written atomically, and a damaged one is skipped."""
-    directory = default_store_dir().expanduser().resolve()
-    with _DEFAULT_STORES_LOCK:
-        store = _DEFAULT_STORES.get(directory)
-        if store is None:
-            store = StateStore(directory)
-            _DEFAULT_STORES[directory] = store
-            atexit.register(store.close)
-        return store
-
-
-def _sampler(sampling: Sampling) -> Sampler | None:
-    """A fresh sampler for one decode (None: greedy)."""
-    return None if sampling.greedy else Sampler(sampling)
-
-
-def _json_grammar(schema: Mapping[str, Any]) -> str:
-    """The grammar of a JSON answer to `schema`, bounded like every call's arguments."""
-    spec = ToolSpec.from_dict({"name": "output", "parameters": schema})
-    return "start: %json " + json.dumps(arguments_schema(spec))
-
-
-def _opening_tokens(engine: Engine, opener: str) -> list[int]:
-    """Tokens that would begin `opener` (as the first token of a response)."""
-    if not opener:
-        return []
-    first = engine.tokenize(opener, parse_special=True)[:1]
-    return first
