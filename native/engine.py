@@ -4,21 +4,24 @@
 `llama_init_from_model` and `kv_unified=True` (every sequence sees the whole window).
 Every handle is freed by `close()` (or the context manager); every error code becomes an
 `EngineError` subclass instead of a crash or a silent wrong answer.
+
+`Engine` keeps the handles and the forward pass; its mixins hold the rest: the
+vocabulary and metadata (`toolweave.native.engine_vocab`), the sequences and `prefill`
+(`toolweave.native.engine_sequences`) and a sequence's KV state as bytes or a file
+(`toolweave.native.engine_states`). `BatchToken` and `EngineCounters` are defined in
+`toolweave.native.engine_types` and importable from here.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import functools
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Concatenate, Literal, ParamSpec, TypeVar
+from typing import Literal
 
 import llama_cpp
 import numpy as np
@@ -34,16 +37,14 @@ from toolweave.errors import (
 )
 from toolweave.native import compute
 from toolweave.native.concurrency import EngineLock, check_cancelled
+from toolweave.native.engine_sequences import EngineSequences
+from toolweave.native.engine_states import EngineStates
+from toolweave.native.engine_types import MAX_PASS_SIZES, BatchToken, EngineCounters, _locked
+from toolweave.native.engine_vocab import EngineVocab
 from toolweave.native.threads import default_threads
 from toolweave.prompting.template_file import ChatTemplateError
 
-__all__ = ["BatchToken", "Engine", "EngineCounters"]
-
-#: Pass sizes kept in `EngineCounters.per_pass_sizes` (the oldest are dropped beyond it).
-MAX_PASS_SIZES = 100_000
-
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
+__all__ = ["MAX_PASS_SIZES", "BatchToken", "Engine", "EngineCounters"]
 
 _backend_lock = threading.Lock()
 _backend_ready = False
@@ -57,55 +58,7 @@ def _init_backend() -> None:
             _backend_ready = True
 
 
-def _locked(
-    method: Callable[Concatenate[Engine, _P], _R],
-) -> Callable[Concatenate[Engine, _P], _R]:
-    """Run under the engine's lock, so `release()` never frees the context mid-call."""
-
-    @functools.wraps(method)
-    def call(self: Engine, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        with self.lock:
-            return method(self, *args, **kwargs)
-
-    return call
-
-
-@dataclass(frozen=True)
-class BatchToken:
-    """One token of a forward pass: where it goes and whether its logits are wanted."""
-
-    token: int
-    pos: int
-    seq_ids: tuple[int, ...]
-    logits: bool = False
-
-
-@dataclass
-class EngineCounters:
-    """Running totals since the engine was created (or `reset_counters`)."""
-
-    forward_passes: int = 0
-    tokens_processed: int = 0
-    logit_rows: int = 0
-    per_pass_sizes: list[int] = field(default_factory=list)
-
-    def snapshot(self) -> EngineCounters:
-        return EngineCounters(
-            self.forward_passes, self.tokens_processed, self.logit_rows, list(self.per_pass_sizes)
-        )
-
-    def record(self, tokens: int, rows: int) -> None:
-        """Count one forward pass of `tokens` tokens and `rows` logits rows."""
-        self.forward_passes += 1
-        self.tokens_processed += tokens
-        self.logit_rows += rows
-        sizes = self.per_pass_sizes
-        sizes.append(tokens)
-        if len(sizes) > MAX_PASS_SIZES:
-            del sizes[: len(sizes) - MAX_PASS_SIZES]
-
-
-class Engine:
+class Engine(EngineVocab, EngineSequences, EngineStates):
     """A loaded GGUF model with a context of `n_seq_max` sequences sharing `n_ctx` cells."""
 
     def __init__(
@@ -191,8 +144,9 @@ class Engine:
         self.counters = EngineCounters()
         self._pieces: dict[int, bytes] = {}
         # Tokens known to sit in each sequence at positions 0..n-1, recorded by prompt
-        # prefills (`toolweave.native.states.prefill`); every sequence operation below keeps
-        # them truthful, so separate callers sharing a sequence reuse each other's prefix.
+        # prefills (`toolweave.native.states.prefill`); every sequence operation keeps them
+        # truthful (`EngineSequences`), so separate callers sharing a sequence reuse each
+        # other's prefix.
         self.seq_tokens: dict[int, list[int]] = {}
 
     # ------------------------------------------------------------------ lifecycle
@@ -317,162 +271,6 @@ class Engine:
             raise EngineError("the engine is closed")
         return self._model
 
-    @property
-    def vocab(self) -> llama_cpp.llama_vocab_p:
-        return self._vocab
-
-    def _check_open(self) -> None:
-        """Raise once `close()` freed the model; call with `_model_lock` held, so the
-        vocabulary stays valid for the read that follows."""
-        if self._model is None:
-            raise EngineError("the engine is closed")
-
-    # ------------------------------------------------------------------ model facts
-    def metadata(self, key: str) -> str | None:
-        buf = ctypes.create_string_buffer(1 << 16)
-        with self._model_lock:
-            self._check_open()
-            n = llama_cpp.llama_model_meta_val_str(self.model, key.encode(), buf, len(buf))
-        return None if n < 0 else buf.value.decode("utf-8", errors="replace")
-
-    @property
-    def chat_template(self) -> str | None:
-        """The override given to the constructor, else the GGUF's own template (or None)."""
-        if self._chat_template is not None:
-            return self._chat_template
-        return self.metadata("tokenizer.chat_template")
-
-    @property
-    def gguf_chat_template(self) -> str | None:
-        """The chat template stored in the model file, whatever the override."""
-        return self.metadata("tokenizer.chat_template")
-
-    @property
-    def model_name(self) -> str:
-        return self.metadata("general.name") or self.model_path.stem
-
-    @property
-    def eos_token(self) -> int:
-        with self._model_lock:
-            self._check_open()
-            return int(llama_cpp.llama_vocab_eos(self._vocab))
-
-    @property
-    def bos_token(self) -> int:
-        with self._model_lock:
-            self._check_open()
-            return int(llama_cpp.llama_vocab_bos(self._vocab))
-
-    def is_eog(self, token: int) -> bool:
-        with self._model_lock:
-            self._check_open()
-            return bool(llama_cpp.llama_vocab_is_eog(self._vocab, token))
-
-    # ------------------------------------------------------------------ tokens
-    def tokenize(
-        self, text: str, *, add_special: bool = False, parse_special: bool = True
-    ) -> list[int]:
-        data = text.encode("utf-8")
-        cap = len(data) + 16
-        with self._model_lock:  # every buffer is this call's own: threads tokenize freely
-            self._check_open()
-            buf = (llama_cpp.llama_token * cap)()
-            n = llama_cpp.llama_tokenize(
-                self._vocab, data, len(data), buf, cap, add_special, parse_special
-            )
-            if n < 0:
-                cap = -n
-                buf = (llama_cpp.llama_token * cap)()
-                n = llama_cpp.llama_tokenize(
-                    self._vocab, data, len(data), buf, cap, add_special, parse_special
-                )
-        if n < 0:
-            raise EngineError(f"tokenization failed ({n})")
-        return list(buf[:n])
-
-    def token_bytes(self, token: int) -> bytes:
-        """The bytes a token writes (special tokens written as their text).
-
-        Safe from any thread, and never waits for a decode: a piece is read into a
-        buffer of this call's own and cached (the cache holds at most one entry per
-        vocabulary token)."""
-        piece = self._pieces.get(token)
-        if piece is None:
-            if not 0 <= token < self.n_vocab:
-                raise EngineError(f"token id {token} outside the vocabulary")
-            piece = self._read_piece(token)
-            self._pieces[token] = piece
-        return piece
-
-    def _read_piece(self, token: int) -> bytes:
-        size = 64
-        with self._model_lock:
-            self._check_open()
-            for _ in range(2):
-                buf = ctypes.create_string_buffer(size)
-                n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, size, 0, True)
-                if n >= 0:
-                    return bytes(buf.raw[:n])
-                size = -n  # too small: llama.cpp says how much it needs
-        raise EngineError(f"token {token} has no piece")
-
-    def detokenize(self, tokens: Iterable[int]) -> str:
-        return b"".join(self.token_bytes(t) for t in tokens).decode("utf-8", errors="replace")
-
-    # ------------------------------------------------------------------ sequences
-    def _check_seq(self, seq: int) -> None:
-        if not 0 <= seq < self.n_seq_max:
-            raise SequenceError(f"sequence id {seq} out of range 0..{self.n_seq_max - 1}")
-
-    @_locked
-    def seq_pos_max(self, seq: int) -> int:
-        """Largest position held by `seq`, -1 when empty."""
-        self._check_seq(seq)
-        mem = self._memory()
-        return -1 if mem is None else int(llama_cpp.llama_memory_seq_pos_max(mem, seq))
-
-    def seq_len(self, seq: int) -> int:
-        return self.seq_pos_max(seq) + 1
-
-    @_locked
-    def seq_copy(self, src: int, dst: int, p0: int = -1, p1: int = -1) -> None:
-        """Share the cells of `src` in [p0, p1) with `dst` (no copy of data, no re-prefill)."""
-        self._check_seq(src)
-        self._check_seq(dst)
-        self.seq_tokens.pop(dst, None)
-        mem = self._memory()
-        if mem is not None:
-            llama_cpp.llama_memory_seq_cp(mem, src, dst, p0, p1)
-
-    @_locked
-    def seq_remove(self, seq: int, p0: int = 0, p1: int = -1) -> None:
-        """Drop positions [p0, p1) of `seq` (p1 < 0: to the end)."""
-        self._check_seq(seq)
-        known = self.seq_tokens.get(seq)
-        if known is not None:
-            if p1 < 0 and p0 >= 0:
-                del known[p0:]
-            else:
-                self.seq_tokens.pop(seq)
-        mem = self._memory()
-        if mem is not None and not llama_cpp.llama_memory_seq_rm(mem, seq, p0, p1):
-            raise SequenceError(f"cannot remove positions [{p0}, {p1}) of sequence {seq}")
-
-    @_locked
-    def seq_keep(self, seq: int) -> None:
-        self._check_seq(seq)
-        self.seq_tokens = {s: t for s, t in self.seq_tokens.items() if s == seq}
-        mem = self._memory()
-        if mem is not None:
-            llama_cpp.llama_memory_seq_keep(mem, seq)
-
-    @_locked
-    def clear(self) -> None:
-        self.seq_tokens.clear()
-        mem = self._memory()
-        if mem is not None:
-            llama_cpp.llama_memory_clear(mem, True)
-
     # ------------------------------------------------------------------ forward passes
     @_locked
     def forward(self, items: Sequence[BatchToken]) -> NDArray[np.float32]:
@@ -502,7 +300,7 @@ class Engine:
             if not it.seq_ids or len(it.seq_ids) > self.n_seq_max:
                 raise SequenceError(f"a token needs 1..{self.n_seq_max} sequence ids")
             batch.token[i] = it.token
-            batch.pos[i] = it.pos  # type: ignore[call-overload]
+            batch.pos[i] = it.pos
             batch.n_seq_id[i] = len(it.seq_ids)
             for j, s in enumerate(it.seq_ids):
                 self._check_seq(s)
@@ -527,121 +325,6 @@ class Engine:
                 raise DecodeError(f"no logits for batch index {i}")
             out[row] = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
         return out
-
-    @_locked
-    def prefill(
-        self, seq: int, tokens: Sequence[int], *, start: int | None = None, logits_last: bool = True
-    ) -> NDArray[np.float32] | None:
-        """Append `tokens` to `seq` (chunked by n_batch); logits of the last one if asked.
-
-        Atomic: no other caller's pass lands between its chunks, and a prefill that is
-        cancelled or fails leaves `seq` as it found it up to `start`."""
-        if not tokens:
-            return None
-        pos0 = self.seq_len(seq) if start is None else start
-        if pos0 + len(tokens) > self.n_ctx:
-            raise ContextFullError(
-                f"{pos0 + len(tokens)} tokens do not fit the context window of {self.n_ctx}"
-            )
-        last: NDArray[np.float32] | None = None
-        try:
-            for off in range(0, len(tokens), self.n_batch):
-                chunk = tokens[off : off + self.n_batch]
-                final = off + len(chunk) == len(tokens)
-                items = [
-                    BatchToken(
-                        t, pos0 + off + k, (seq,), logits_last and final and k == len(chunk) - 1
-                    )
-                    for k, t in enumerate(chunk)
-                ]
-                rows = self.forward(items)
-                if len(rows):
-                    last = rows[0]
-        except BaseException:
-            # Cancelled or failed between chunks: drop the part written, so the sequence
-            # holds no more than its recorded tokens.
-            self.seq_remove(seq, pos0)
-            raise
-        return last
-
-    # ------------------------------------------------------------------ states
-    @_locked
-    def state_size(self, seq: int) -> int:
-        """Bytes `state_get(seq)` would return now."""
-        self._check_seq(seq)
-        return int(llama_cpp.llama_state_seq_get_size(self.ctx, seq))
-
-    @_locked
-    def state_get(self, seq: int, into: bytearray | None = None) -> bytearray:
-        """The KV state of one sequence, written by llama.cpp straight into the buffer
-        returned (one allocation: fresh pages of a state of tens of MiB cost more than
-        llama.cpp's copy). Being writable, it is restored by `state_set` in place.
-
-        `into`, when at least `state_size(seq)` bytes long, is that buffer (its pages
-        touched beforehand, off the lock, the copy is all that is left); it is cut to
-        the state's length."""
-        self._check_seq(seq)
-        size = llama_cpp.llama_state_seq_get_size(self.ctx, seq)
-        data = into if into is not None and len(into) >= size else bytearray(size)
-        buf = (ctypes.c_uint8 * size).from_buffer(data)
-        try:
-            n = llama_cpp.llama_state_seq_get_data(self.ctx, buf, size, seq)
-        finally:
-            del buf  # release the export, so the buffer may be resized below
-        if n == 0 and size:
-            raise EngineError(f"could not read the state of sequence {seq}")
-        if n < len(data):
-            del data[n:]
-        return data
-
-    @_locked
-    def state_set(self, seq: int, data: bytes | bytearray | memoryview) -> None:
-        """Replace the KV state of `seq` with `data` (from `state_get`).
-
-        A writable buffer (a bytearray, a copy-on-write mmap of a state file) is read in
-        place; read-only bytes are copied first.
-        """
-        self._check_seq(seq)
-        self.seq_remove(seq)
-        view = memoryview(data)
-        n = view.nbytes
-        array_type = ctypes.c_uint8 * n
-        buf = array_type.from_buffer_copy(view) if view.readonly else array_type.from_buffer(view)
-        try:
-            if llama_cpp.llama_state_seq_set_data(self.ctx, buf, n, seq) == 0:
-                raise EngineError(f"could not restore a state of {n} bytes into sequence {seq}")
-        finally:
-            del buf  # release the buffer export before the caller closes its mapping
-            view.release()
-
-    @_locked
-    def state_save_file(self, seq: int, path: str | os.PathLike[str], tokens: Sequence[int]) -> int:
-        """Write the state of `seq` and its tokens to `path`; returns bytes written."""
-        self._check_seq(seq)
-        arr = (llama_cpp.llama_token * len(tokens))(*tokens)
-        n = llama_cpp.llama_state_seq_save_file(
-            self.ctx, os.fspath(path).encode(), seq, arr, len(tokens)
-        )
-        if n == 0:
-            raise EngineError(f"could not save the state of sequence {seq} to {path}")
-        return int(n)
-
-    @_locked
-    def state_load_file(self, seq: int, path: str | os.PathLike[str]) -> list[int]:
-        """Load a state written by `state_save_file` into `seq`; returns its tokens."""
-        self._check_seq(seq)
-        if not Path(path).is_file():
-            raise EngineError(f"state file not found: {path}")
-        self.seq_remove(seq)
-        cap = self.n_ctx
-        arr = (llama_cpp.llama_token * cap)()
-        count = ctypes.c_size_t(0)
-        n = llama_cpp.llama_state_seq_load_file(
-            self.ctx, os.fspath(path).encode(), seq, arr, cap, ctypes.byref(count)
-        )
-        if n == 0:
-            raise EngineError(f"could not load the state file {path} (wrong model or context?)")
-        return list(arr[: count.value])
 
     # ------------------------------------------------------------------ counters
     @_locked
