@@ -21,7 +21,8 @@ Every configuration follows the same turn: the model must call a tool after the 
 message, then answers in text after the tool results. Per turn: time to the first tool
 start, turn latency, prompt tokens prefilled, decode passes, the calls. Measured in a
 warm process and then, with ``--new-process``, in a new process per configuration over
-the states the warm run left on disk.
+the states the warm run left on disk. `session_summary` summarizes, prints and plots the
+records.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ import datetime as dt
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -41,10 +41,9 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
-from toolweave.adapters.bench.plotting import pyplot
 from toolweave.adapters.bench.session_run import Conversation, conversations
+from toolweave.adapters.bench.session_summary import plot_report, print_report, ratios, summarize
 from toolweave.errors import ToolweaveError
 from toolweave.models import MODELS, resolve_model
 
@@ -135,148 +134,6 @@ def _new_processes(
         except (OSError, ValueError, KeyError, TypeError) as exc:
             console.print(f"new process {name}: unreadable output ({exc})")
     return records, startup
-
-
-def _median(values: Sequence[float]) -> float | None:
-    return statistics.median(values) if values else None
-
-
-def summarize(records: Sequence[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
-    """Per phase and configuration: medians of the latencies, means of the counts, on
-    how many turns the calls equal those of ``constrained`` in the same phase, the
-    session drafts' acceptance, and the same latencies and passes on later turns (the
-    second turn on, where a session has a past to draft from)."""
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    ref = {
-        (r["phase"], r["conversation"], r["turn"]): r["calls"]
-        for r in records
-        if r["config"] == "constrained"
-    }
-    for phase in dict.fromkeys(r["phase"] for r in records):
-        rows = [r for r in records if r["phase"] == phase]
-        out[phase] = {}
-        for name in dict.fromkeys(r["config"] for r in rows):
-            mine = [r for r in rows if r["config"] == name]
-            later = [r for r in mine if r["turn"] > 0]
-            keys = [(phase, r["conversation"], r["turn"]) for r in mine]
-            same = [r["calls"] == ref[k] for r, k in zip(mine, keys, strict=True) if k in ref]
-            firsts = [r["first_tool_ms"] for r in mine if r["first_tool_ms"] is not None]
-            drafted = sum(r.get("session_drafted", 0) for r in mine)
-            accepted = sum(r.get("session_accepted", 0) for r in mine)
-            out[phase][name] = {
-                "turns": len(mine),
-                "turn_ms_median": _median([r["turn_ms"] for r in mine]),
-                # Background work a turn left (state saves), waited for untimed.
-                "settle_ms_median": _median([r.get("settle_ms", 0.0) for r in mine]),
-                "first_tool_ms_median": _median(firsts),
-                "turns_with_tool": len(firsts),
-                "prefilled_tokens_mean": statistics.fmean(r["prefilled_tokens"] for r in mine),
-                "decode_passes_mean": statistics.fmean(r["decode_passes"] for r in mine),
-                "errors": sum(1 for r in mine if r["error"]),
-                "same_calls_as_constrained": sum(same) if same else None,
-                "session_drafted": drafted,
-                "session_accepted": accepted,
-                "session_acceptance": accepted / drafted if drafted else None,
-                "later_turns": len(later),
-                "later_first_tool_ms_median": _median(
-                    [r["first_tool_ms"] for r in later if r["first_tool_ms"] is not None]
-                ),
-                "later_decode_passes_mean": statistics.fmean(r["decode_passes"] for r in later)
-                if later
-                else None,
-            }
-    return out
-
-
-def _ratio(num: float | None, den: float | None) -> float | None:
-    return num / den if num is not None and den else None
-
-
-def ratios(summary: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, float | None]]:
-    """Per phase: ChatToolweave as shipped against `ChatLlamaCpp` in time to the first
-    tool start and turn latency (how many times faster), and what the session drafts
-    add on later turns (``no_session_drafts`` over ``toolweave``)."""
-    out: dict[str, dict[str, float | None]] = {}
-    for phase, rows in summary.items():
-        tw = rows.get("toolweave", {})
-        base = rows.get("chat_llama_cpp", {})
-        bare = rows.get("no_session_drafts", {})
-        out[phase] = {
-            "first_tool_vs_chat_llama_cpp": _ratio(
-                base.get("first_tool_ms_median"), tw.get("first_tool_ms_median")
-            ),
-            "turn_vs_chat_llama_cpp": _ratio(base.get("turn_ms_median"), tw.get("turn_ms_median")),
-            "session_drafts_later_first_tool": _ratio(
-                bare.get("later_first_tool_ms_median"), tw.get("later_first_tool_ms_median")
-            ),
-            "session_drafts_later_decode_passes": _ratio(
-                bare.get("later_decode_passes_mean"), tw.get("later_decode_passes_mean")
-            ),
-        }
-    return out
-
-
-def _fmt(value: Any, unit: str = "") -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:,.0f}{unit}"
-    return f"{value}{unit}"
-
-
-def _print(report: dict[str, Any], console: Console) -> None:
-    for phase, rows in report["summary"].items():
-        table = Table(title=f"session turns, {phase.replace('_', ' ')} (medians; means of counts)")
-        for col in ("config", "turns", "1st tool", "turn", "prefilled", "decode passes"):
-            table.add_column(col, justify="left" if col == "config" else "right")
-        table.add_column("same calls as constrained", justify="right")
-        table.add_column("session drafts accepted", justify="right")
-        table.add_column("errors", justify="right")
-        for name, m in rows.items():
-            same = m["same_calls_as_constrained"]
-            drafted = m.get("session_drafted", 0)
-            table.add_row(
-                name,
-                str(m["turns"]),
-                _fmt(m["first_tool_ms_median"], " ms"),
-                _fmt(m["turn_ms_median"], " ms"),
-                _fmt(m["prefilled_tokens_mean"]),
-                _fmt(m["decode_passes_mean"]),
-                "-" if same is None else f"{same}/{m['turns']}",
-                f"{m['session_accepted']}/{drafted}" if drafted else "-",
-                str(m["errors"]),
-            )
-        console.print(table)
-        r = report.get("ratios", {}).get(phase, {})
-        shown = {k: f"x{v:.2f}" for k, v in r.items() if v is not None}
-        if shown:
-            console.print("  " + ", ".join(f"{k} {v}" for k, v in shown.items()))
-
-
-def _plot(report: dict[str, Any], path: Path) -> None:
-    plt = pyplot()
-    summary = report["summary"]
-    names = list(dict.fromkeys(n for rows in summary.values() for n in rows))
-    phases = list(summary)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    width = 0.8 / max(1, len(phases))
-    for ax, key, title in (
-        (axes[0], "first_tool_ms_median", "time to first tool start (median, ms)"),
-        (axes[1], "turn_ms_median", "turn latency (median, ms)"),
-    ):
-        for j, phase in enumerate(phases):
-            values = [summary[phase].get(n, {}).get(key) or 0.0 for n in names]
-            xs = [i + (j - (len(phases) - 1) / 2) * width for i in range(len(names))]
-            ax.bar(xs, values, width=width, label=phase.replace("_", " "))
-        ax.set_xticks(range(len(names)), names, rotation=15)
-        ax.set_title(title)
-        ax.legend()
-    template = report.get("chat_template")
-    on = f" with the {template} template" if template else ""
-    fig.suptitle(f"LangChain agent sessions on {report['model']['name']}{on}")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 def bench_session(
@@ -397,5 +254,5 @@ def bench_session(
     }
     json_out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     if plot is not None:
-        _plot(report, plot)
-    _print(report, Console(highlight=False))
+        plot_report(report, plot)
+    print_report(report, Console(highlight=False))
