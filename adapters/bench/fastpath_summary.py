@@ -141,10 +141,6 @@ def _differences(
     return out
 
 
-def _to_tool(result: CallResult) -> float:
-    return result.stats.time_to_tool_ms or result.stats.total_ms
-
-
 def _forecast_summary(
     cases: Sequence[BfclCase], runs: Sequence[dict[str, CallResult]]
 ) -> dict[str, dict[str, float]]:
