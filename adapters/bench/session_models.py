@@ -66,13 +66,17 @@ class SessionConfig:
     close: Callable[[], None] = field(default=lambda: None)
     drafts: Callable[[], tuple[int, int]] = field(default=lambda: (0, 0))
     settle: Callable[[], None] = field(default=lambda: None)
+    prefill_ms: Callable[[], float] = field(default=lambda: 0.0)
 
 
 class _Meter:
-    """ChatToolweave's observer: prompt tokens it prefilled and its decode passes."""
+    """ChatToolweave's observer: prompt tokens it prefilled, the milliseconds that took
+    (a restored state's restore and prefill, then the decoder's own prompt prefill) and
+    its decode passes."""
 
     def __init__(self) -> None:
         self.prefilled = 0
+        self.prefilled_ms = 0.0
         self.decode_passes = 0
         self.session_drafted = 0
         self.session_accepted = 0
@@ -87,8 +91,10 @@ class _Meter:
             s = event.stats
             if self._restored is not None:  # the store prefilled, the decoder reran one
                 self.prefilled += self._restored.prefilled
+                self.prefilled_ms += self._restored.ms
             else:
                 self.prefilled += s.prompt_tokens - s.cached_tokens
+            self.prefilled_ms += s.prompt_ms
             self.decode_passes += s.decode_passes
             self.session_drafted += s.session_drafted_tokens
             self.session_accepted += s.session_accepted_tokens
@@ -98,6 +104,9 @@ class _Meter:
 
     def drafts(self) -> tuple[int, int]:
         return self.session_drafted, self.session_accepted
+
+    def prefill_ms(self) -> float:
+        return self.prefilled_ms
 
 
 class GrammarChat(BaseChatModel):
@@ -250,6 +259,7 @@ def make_config(
             names_tool=True,
             tools_in_template=chat_template is not None,
             close=chat.client.close,
+            prefill_ms=perf.prefill_ms,
         )
     if name == "grammar":
         if chat_template is not None:
@@ -257,7 +267,13 @@ def make_config(
         probe = ChatToolweave(model=str(model_path), n_ctx=n_ctx, state_store=None)
         completions = GrammarCompletions(model_path, n_ctx=n_ctx, n_threads=llama_threads)
         chat = GrammarChat(engine=probe.engine, completions=completions, max_tokens=max_tokens)
-        return SessionConfig(name, chat, completions.perf.totals, close=completions.close)
+        return SessionConfig(
+            name,
+            chat,
+            completions.perf.totals,
+            close=completions.close,
+            prefill_ms=completions.perf.prefill_ms,
+        )
     meter = _Meter()
     if name == "constrained":
         tw = ChatToolweave(
@@ -271,7 +287,9 @@ def make_config(
             private_engine=True,
             chat_template=chat_template,
         )
-        return SessionConfig(name, tw, meter.totals, close=tw.close_engine)
+        return SessionConfig(
+            name, tw, meter.totals, close=tw.close_engine, prefill_ms=meter.prefill_ms
+        )
     if name in ("toolweave", "no_session_drafts"):
         # Its defaults; the default store's settings, in the bench's directory. An engine
         # of its own: another configuration's turn must not leave it its live KV cache.
@@ -292,6 +310,12 @@ def make_config(
             tw.close_engine()
 
         return SessionConfig(
-            name, tw, meter.totals, close=close, drafts=meter.drafts, settle=store.flush
+            name,
+            tw,
+            meter.totals,
+            close=close,
+            drafts=meter.drafts,
+            settle=store.flush,
+            prefill_ms=meter.prefill_ms,
         )
     raise ValueError(f"unknown configuration {name!r} (known: {', '.join(CONFIGS)})")

@@ -149,22 +149,71 @@ def _tools(conv: Conversation, config: str, stack: ExitStack, state_dir: Path) -
     return [to_langchain(t) for t in offered]
 
 
-class _ToolClock(BaseCallbackHandler):
-    """When the first tool of a turn started (perf_counter seconds)."""
+class _TurnClock(BaseCallbackHandler):
+    """When a turn's model calls and tools ran (perf_counter seconds), and the running
+    prefill total (`SessionConfig.prefill_ms`) at the end of each model call."""
 
-    def __init__(self) -> None:
-        self.first: float | None = None
+    def __init__(self, prefill_ms: Callable[[], float]) -> None:
+        self.prefill_ms = prefill_ms
+        self.first: float | None = None  # the first tool's start
+        self.models: list[tuple[float, float, float]] = []  # start, end, prefill total at end
+        self.tools: list[tuple[float, float]] = []
+        self._model_start: float | None = None
+        self._tool_starts: dict[Any, float] = {}
+
+    def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
+        self._model_start = time.perf_counter()
+
+    def on_llm_end(self, response: Any, **kwargs: Any) -> None:
+        if self._model_start is not None:
+            self.models.append((self._model_start, time.perf_counter(), self.prefill_ms()))
+            self._model_start = None
 
     def on_tool_start(self, serialized: Any, input_str: str, **kwargs: Any) -> None:
+        now = time.perf_counter()
         if self.first is None:
-            self.first = time.perf_counter()
+            self.first = now
+        self._tool_starts[kwargs.get("run_id")] = now
+
+    def on_tool_end(self, output: Any, **kwargs: Any) -> None:
+        self._tool_ended(kwargs.get("run_id"))
+
+    def on_tool_error(self, error: BaseException, **kwargs: Any) -> None:
+        self._tool_ended(kwargs.get("run_id"))
+
+    def _tool_ended(self, run_id: Any) -> None:
+        start = self._tool_starts.pop(run_id, None)
+        if start is not None:
+            self.tools.append((start, time.perf_counter()))
+
+    def breakdown(self, t0: float, t1: float, prefill0: float) -> dict[str, float | None]:
+        """Where the turn's time went, from `t0` to the first tool start and to `t1`:
+        prefill, decoding (the rest of the model calls), tools, and the rest (the agent,
+        LangChain, message conversion). Before the first tool no tool has run."""
+        out: dict[str, float | None] = {}
+        spans = [("first_tool", self.first), ("turn", t1)]
+        for key, end in spans:
+            if end is None:
+                out.update({f"{key}_{part}_ms": None for part in ("prefill", "decode", "other")})
+                continue
+            done = [m for m in self.models if m[1] <= end + 1e-9]
+            model_ms = sum(m[1] - m[0] for m in done) * 1000
+            prefill = (done[-1][2] - prefill0) if done else 0.0
+            tools = sum(min(b, end) - a for a, b in self.tools if a < end) * 1000
+            out[f"{key}_prefill_ms"] = prefill
+            out[f"{key}_decode_ms"] = max(0.0, model_ms - prefill)
+            if key == "turn":
+                out["turn_tools_ms"] = tools
+            out[f"{key}_other_ms"] = max(0.0, (end - t0) * 1000 - model_ms - tools)
+        return out
 
 
 def _turn(
     agent: Any, history: list[BaseMessage], query: str, cfg: SessionConfig
 ) -> tuple[dict[str, Any], list[BaseMessage]]:
-    clock = _ToolClock()
+    clock = _TurnClock(cfg.prefill_ms)
     prefilled0, passes0 = cfg.totals()
+    prefill_ms0 = cfg.prefill_ms()
     drafted0, accepted0 = cfg.drafts()
     start = len(history) + 1
     error = None
@@ -178,7 +227,8 @@ def _turn(
     except (ToolweaveError, ValueError, RuntimeError) as exc:  # one turn fails, not the bench
         error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
         messages = [*history, HumanMessage(query)]
-    turn_ms = (time.perf_counter() - t0) * 1000
+    t1 = time.perf_counter()
+    turn_ms = (t1 - t0) * 1000
     prefilled1, passes1 = cfg.totals()
     drafted1, accepted1 = cfg.drafts()
     new = [m for m in messages[start:] if isinstance(m, AIMessage)]
@@ -187,6 +237,7 @@ def _turn(
     record = {
         "turn_ms": turn_ms,
         "first_tool_ms": None if clock.first is None else (clock.first - t0) * 1000,
+        **clock.breakdown(t0, t1, prefill_ms0),
         "prefilled_tokens": prefilled1 - prefilled0,
         "decode_passes": passes1 - passes0,
         "session_drafted": drafted1 - drafted0,

@@ -65,8 +65,27 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, dict[str, dict[str
                 "later_decode_passes_mean": statistics.fmean(r["decode_passes"] for r in later)
                 if later
                 else None,
+                "breakdown": _breakdown(mine),
+                "later_breakdown": _breakdown(later),
             }
     return out
+
+
+#: The parts of the time to the first tool start, then of the turn, a record carries.
+_PARTS = (
+    "first_tool_prefill_ms",
+    "first_tool_decode_ms",
+    "first_tool_other_ms",
+    "turn_prefill_ms",
+    "turn_decode_ms",
+    "turn_tools_ms",
+    "turn_other_ms",
+)
+
+
+def _breakdown(rows: Sequence[dict[str, Any]]) -> dict[str, float | None]:
+    """Medians of where the time went (records of runs before the breakdown have none)."""
+    return {part: _median([r[part] for r in rows if r.get(part) is not None]) for part in _PARTS}
 
 
 def _ratio(num: float | None, den: float | None) -> float | None:
@@ -129,10 +148,29 @@ def print_report(report: dict[str, Any], console: Console) -> None:
                 str(m["errors"]),
             )
         console.print(table)
+        console.print(_breakdown_table(phase, rows))
         r = report.get("ratios", {}).get(phase, {})
         shown = {k: f"x{v:.2f}" for k, v in r.items() if v is not None}
         if shown:
             console.print("  " + ", ".join(f"{k} {v}" for k, v in shown.items()))
+
+
+def _breakdown_table(phase: str, rows: dict[str, dict[str, Any]]) -> Table:
+    """Where the time to the first tool start goes, over all turns and over later turns
+    (prefill; decoding, the rest of the model calls; the rest: agent and LangChain)."""
+    table = Table(title=f"where the time to the first tool goes, {phase.replace('_', ' ')}")
+    table.add_column("config")
+    for col in ("prefill", "decode", "other", "later: prefill", "decode", "other", "tools/turn"):
+        table.add_column(col, justify="right")
+    for name, m in rows.items():
+        b, later = m.get("breakdown", {}), m.get("later_breakdown", {})
+        table.add_row(
+            name,
+            *(_fmt(b.get(f"first_tool_{p}_ms")) for p in ("prefill", "decode", "other")),
+            *(_fmt(later.get(f"first_tool_{p}_ms")) for p in ("prefill", "decode", "other")),
+            _fmt(b.get("turn_tools_ms")),
+        )
+    return table
 
 
 def plot_report(report: dict[str, Any], path: Path) -> None:

@@ -66,7 +66,8 @@ class _QuietDiskCache(llama_cpp.LlamaDiskCache):
 
 
 class LlamaPerf:
-    """Running totals of one `llama_cpp.Llama`: prompt tokens evaluated, decode passes."""
+    """Running totals of one `llama_cpp.Llama`: prompt tokens evaluated, decode passes,
+    and the milliseconds llama.cpp spent evaluating prompts."""
 
     def __init__(self, llm: llama_cpp.Llama) -> None:
         self.llm = llm
@@ -74,6 +75,9 @@ class LlamaPerf:
     def totals(self) -> tuple[int, int]:
         perf = llama_cpp.llama_perf_context(self.llm._ctx.ctx)
         return int(perf.n_p_eval), int(perf.n_eval)
+
+    def prefill_ms(self) -> float:
+        return float(llama_cpp.llama_perf_context(self.llm._ctx.ctx).t_p_eval_ms)
 
 
 def chat_llama_cpp(

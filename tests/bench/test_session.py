@@ -28,6 +28,13 @@ FIELDS = {
     "config",
     "phase",
     "settle_ms",
+    "first_tool_prefill_ms",
+    "first_tool_decode_ms",
+    "first_tool_other_ms",
+    "turn_prefill_ms",
+    "turn_decode_ms",
+    "turn_tools_ms",
+    "turn_other_ms",
 }
 
 
@@ -59,6 +66,16 @@ def test_tiny_session(tmp_path: Path) -> None:
         assert r["model_calls"] == 2  # the forced call, then the answer after the result
         assert r["first_tool_ms"] is not None and 0 < r["first_tool_ms"] < r["turn_ms"]
         assert r["prefilled_tokens"] > 0 and r["decode_passes"] > 0
+        # The breakdown covers the time: prefill, decoding and the rest add up to the time
+        # to the first tool (no tool has run yet), and with the tools to the turn.
+        first = [r[f"first_tool_{p}_ms"] for p in ("prefill", "decode", "other")]
+        assert min(first) >= 0 and sum(first) == pytest.approx(r["first_tool_ms"], abs=1.0)
+        turn = [r[f"turn_{p}_ms"] for p in ("prefill", "decode", "tools", "other")]
+        assert min(turn) >= 0 and sum(turn) == pytest.approx(r["turn_ms"], abs=1.0)
+        assert r["turn_tools_ms"] > 0  # the weather server answered over stdio
+        # Prefill is timed on every side: llama.cpp's own counters, toolweave's events.
+        assert r["first_tool_prefill_ms"] > 0, r["config"]
+        assert r["first_tool_decode_ms"] > 0, r["config"]
     by = {(r["config"], r["turn"]): r for r in records}
     for turn in (0, 1):
         assert by["toolweave", turn]["calls"] == by["constrained", turn]["calls"]
@@ -67,3 +84,4 @@ def test_tiny_session(tmp_path: Path) -> None:
     summary = summarize(records)["warm"]
     assert summary["toolweave"]["same_calls_as_constrained"] == 2
     assert summary["constrained"]["turns_with_tool"] == 2
+    assert summary["constrained"]["breakdown"]["first_tool_prefill_ms"] > 0
