@@ -17,6 +17,12 @@ the same model, interleaved per turn in one process (`session_models`):
   from the session's earlier calls and results);
 - ``no_session_drafts``: the same without the session drafts (what they add).
 
+``--exact`` runs the ChatToolweave configurations on the exact engine
+(`Engine(batch_invariant=True)`), where a token's logits do not depend on the shape of
+the pass that computed them: there every mode's calls are ``constrained``'s, so the
+calls that differ on the default engine are shown to be near-ties that batch numerics
+decide, not decoding that changes the output.
+
 Every configuration follows the same turn: the model must call a tool after the user's
 message, then answers in text after the tool results. Per turn: time to the first tool
 start, turn latency, prompt tokens prefilled, decode passes, the calls. Measured in a
@@ -67,6 +73,7 @@ def run_configs(
     warm: bool,
     console: Console | None = None,
     chat_template: str | None = None,
+    exact: bool = False,
 ) -> tuple[list[dict[str, Any]], float]:
     """Build configurations `names`, optionally warm them up, and run every turn; returns
     the turn records and the seconds the configurations took to build."""
@@ -83,6 +90,7 @@ def run_configs(
             llama_threads=llama_threads,
             state_dir=state_dir,
             chat_template=chat_template,
+            exact=exact,
         )
         for n in names
     ]
@@ -170,6 +178,14 @@ def bench_session(
             help="Jinja chat template replacing the model's own, in every configuration.",
         ),
     ] = None,
+    exact: Annotated[
+        bool,
+        typer.Option(
+            "--exact",
+            help="ChatToolweave on the exact engine (batch_invariant=True: single-token "
+            "passes on one thread), where every mode writes constrained's tokens.",
+        ),
+    ] = False,
 ) -> None:
     """Multi-turn LangChain agent sessions: ChatLlamaCpp, grammar, ChatToolweave."""
     from toolweave.native.baselines.chat_llama_cpp import best_thread_count, chat_llama_cpp_missing
@@ -209,6 +225,7 @@ def bench_session(
         "llama_threads": llama_threads,
         "state_dir": str(root),
         "chat_template": template,
+        "exact": exact,
     }
     load_before = os.getloadavg()
     try:
@@ -224,6 +241,7 @@ def bench_session(
             warm=True,
             console=console,
             chat_template=template,
+            exact=exact,
         )
         startup: dict[str, Any] = {"warm_all_configs_s": warm_startup}
         if new_process:
@@ -244,6 +262,7 @@ def bench_session(
         "turns": turns,
         "max_tokens": max_tokens,
         "n_ctx": n_ctx,
+        "exact_engine": exact,
         "llama_threads": llama_threads,
         "thread_sweep_ms": sweep,
         "startup": startup,

@@ -237,10 +237,12 @@ def make_config(
     llama_threads: int,
     state_dir: Path,
     chat_template: str | None = None,
+    exact: bool = False,
 ) -> SessionConfig:
     """Build configuration `name` (one of `CONFIGS`) on `model_path`; its saved states
     (where it has any) live in ``state_dir/name``. `chat_template` (Jinja text) replaces
-    the GGUF's template; ``grammar`` renders toolweave's own tool prompt and takes none."""
+    the GGUF's template; ``grammar`` renders toolweave's own tool prompt and takes none.
+    `exact`: ChatToolweave on the exact engine (``batch_invariant=True``)."""
     if name == "chat_llama_cpp":
         chat, perf = chat_llama_cpp(
             model_path,
@@ -286,6 +288,7 @@ def make_config(
             observer=meter,
             private_engine=True,
             chat_template=chat_template,
+            batch_invariant=exact,
         )
         return SessionConfig(
             name, tw, meter.totals, close=tw.close_engine, prefill_ms=meter.prefill_ms
@@ -303,6 +306,7 @@ def make_config(
             session_drafts=name == "toolweave",
             private_engine=True,
             chat_template=chat_template,
+            batch_invariant=exact,
         )
 
         def close() -> None:

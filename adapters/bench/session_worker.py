@@ -43,6 +43,7 @@ def main(argv: list[str]) -> int:
         llama_threads=int(spec["llama_threads"]),
         state_dir=Path(spec["state_dir"]),
         chat_template=spec.get("chat_template"),
+        exact=bool(spec.get("exact", False)),
         phase="new_process",
         warm=False,
     )

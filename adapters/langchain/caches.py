@@ -26,9 +26,10 @@ class EngineSettings:
     n_ctx: int
     n_batch: int | None = None
     n_threads: int | None = None
+    batch_invariant: bool = False
 
 
-_ENGINES: dict[tuple[str, int, int | None, int | None], Engine] = {}
+_ENGINES: dict[tuple[str, int, int | None, int | None, bool], Engine] = {}
 _ENGINES_LOCK = threading.Lock()
 
 
@@ -36,7 +37,7 @@ def shared_engine(model: str | None, settings: EngineSettings) -> Engine:
     """One engine per (model file, settings) in this process, loaded on first use;
     every user serialises on the engine's lock."""
     path = str(resolve_model(model))
-    key = (path, settings.n_ctx, settings.n_batch, settings.n_threads)
+    key = (path, settings.n_ctx, settings.n_batch, settings.n_threads, settings.batch_invariant)
     with _ENGINES_LOCK:
         engine = _ENGINES.get(key)
         if engine is None:
@@ -57,6 +58,8 @@ def _engine_kwargs(settings: EngineSettings) -> dict[str, Any]:
         kwargs["n_batch"] = settings.n_batch
     if settings.n_threads is not None:
         kwargs["n_threads"] = settings.n_threads
+    if settings.batch_invariant:
+        kwargs["batch_invariant"] = True
     return kwargs
 
 

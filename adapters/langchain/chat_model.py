@@ -106,6 +106,10 @@ class ChatToolweave(ChatStreaming, ChatDecoding, BaseChatModel):
     n_batch: int | None = None
     #: Threads for every pass (None: the engine's default, every physical core).
     n_threads: int | None = None
+    #: The exact engine (`Engine(batch_invariant=True)`): single-token passes on one
+    #: thread, bit-identical to batched rows on some quantizations (SmolLM2 Q4_1), so
+    #: every mode writes ``constrained``'s tokens there; serial steps then use one core.
+    batch_invariant: bool = False
     #: Chat-template text (Jinja) used instead of the model file's for every prompt
     #: (the engine stays shared with models that keep the file's template).
     chat_template: str | None = None
@@ -223,7 +227,12 @@ class ChatToolweave(ChatStreaming, ChatDecoding, BaseChatModel):
 
     @property
     def engine_settings(self) -> EngineSettings:
-        return EngineSettings(n_ctx=self.n_ctx, n_batch=self.n_batch, n_threads=self.n_threads)
+        return EngineSettings(
+            n_ctx=self.n_ctx,
+            n_batch=self.n_batch,
+            n_threads=self.n_threads,
+            batch_invariant=self.batch_invariant,
+        )
 
     @property
     def engine(self) -> Engine:
