@@ -52,7 +52,8 @@ class PrefillRecord:
     state), ``"none"`` (nothing reused). ``divergence`` is L, ``covered`` R (tokens saved
     states covered before this request), ``saved_at`` where a new state was saved;
     ``handover_ms`` the time spent saving the previous session's state first (see
-    `StateStore`).
+    `StateStore`); ``prompt_ms`` the whole call: restoring, saving and every prefill
+    pass, the last one included (with consolidated passes it may carry the whole tail).
     """
 
     prompt_tokens: int

@@ -9,6 +9,7 @@ from (prefilled now, or restored from a checkpoint in memory or on disk).
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -198,8 +199,12 @@ def test_consolidated_passes(clean: Engine, tmp_path: Path) -> None:
     assert len(tokens) == 515
     store = StateStore(tmp_path)
     before = len(eng.counters.per_pass_sizes)
+    t0 = time.perf_counter()
     store.prefill(eng, 0, tokens, session="s")
+    wall_ms = (time.perf_counter() - t0) * 1000
     assert eng.counters.per_pass_sizes[before:] == [258, 257]
+    # The record's time covers both passes, the last one (with the prompt's end) too.
+    assert store.last is not None and 0.8 * wall_ms < store.last.prompt_ms <= wall_ms
     eng.clear()
     before = len(eng.counters.per_pass_sizes)
     prefill_prompt(eng, 0, tokens)
