@@ -18,10 +18,10 @@ the same model, interleaved per turn in one process (`session_models`):
 - ``no_session_drafts``: the same without the session drafts (what they add).
 
 ``--exact`` runs the ChatToolweave configurations on the exact engine
-(`Engine(batch_invariant=True)`), where a token's logits do not depend on the shape of
-the pass that computed them: there every mode's calls are ``constrained``'s, so the
-calls that differ on the default engine are shown to be near-ties that batch numerics
-decide, not decoding that changes the output.
+(`Engine(batch_invariant=True)`), where a single-token step equals the same token's row
+in a multi-token pass: what is left of the calls that differ from ``constrained``'s
+there comes from how the prompts were split into prefill passes (prompt reuse), not
+from jump-forward or verification.
 
 Every configuration follows the same turn: the model must call a tool after the user's
 message, then answers in text after the tool results. Per turn: time to the first tool
@@ -183,7 +183,7 @@ def bench_session(
         typer.Option(
             "--exact",
             help="ChatToolweave on the exact engine (batch_invariant=True: single-token "
-            "passes on one thread), where every mode writes constrained's tokens.",
+            "passes on one thread, equal to batched rows).",
         ),
     ] = False,
 ) -> None:

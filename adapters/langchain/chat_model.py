@@ -107,8 +107,10 @@ class ChatToolweave(ChatStreaming, ChatDecoding, BaseChatModel):
     #: Threads for every pass (None: the engine's default, every physical core).
     n_threads: int | None = None
     #: The exact engine (`Engine(batch_invariant=True)`): single-token passes on one
-    #: thread, bit-identical to batched rows on some quantizations (SmolLM2 Q4_1), so
-    #: every mode writes ``constrained``'s tokens there; serial steps then use one core.
+    #: thread, bit-identical to the rows of a multi-token pass on some quantizations
+    #: (SmolLM2 Q4_1), so from the same prompt state `jump` and `lossless` write
+    #: ``constrained``'s tokens; how a prompt was split into prefill passes still moves
+    #: its logits there. Serial steps then use one core.
     batch_invariant: bool = False
     #: Chat-template text (Jinja) used instead of the model file's for every prompt
     #: (the engine stays shared with models that keep the file's template).
