@@ -156,9 +156,17 @@ def _session_row(doc: Doc) -> tuple[str, str, str]:
         f"{base['first_tool_ms_median']:.0f} ms "
         f"(x{ratios['first_tool_vs_chat_llama_cpp']:.2f}; prompt tokens prefilled a turn "
         f"{ours['prefilled_tokens_mean']:.0f} vs {base['prefilled_tokens_mean']:.0f}, "
-        f"see docs/session.md); session drafts "
+        f"see docs/session.md){_warm_ratio(doc, phase)}; session drafts "
         f"{ours['session_accepted']}/{ours['session_drafted']} tokens accepted",
     )
+
+
+def _warm_ratio(doc: Doc, phase: str) -> str:
+    """The warm process's ratio beside the new process's (it may fall the other way)."""
+    warm = doc["ratios"].get("warm", {}).get("first_tool_vs_chat_llama_cpp")
+    if phase == "warm" or warm is None:
+        return ""
+    return f"; warm process x{warm:.2f}"
 
 
 def headline_rows(report_dir: Path) -> list[tuple[str, str, str]]:

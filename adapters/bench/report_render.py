@@ -249,6 +249,25 @@ def render_pipeline(doc: Doc) -> list[str]:
     return out
 
 
+def _session_breakdown(phase: str, rows: dict[str, Any]) -> list[str]:
+    """Where the time to the first tool goes on later turns (runs before the breakdown
+    was recorded have none: then nothing)."""
+    parts = ("first_tool_prefill_ms", "first_tool_decode_ms", "first_tool_other_ms")
+    table = [
+        [name, *(m["later_breakdown"][p] for p in parts), m["breakdown"]["turn_tools_ms"]]
+        for name, m in rows.items()
+        if m.get("later_breakdown", {}).get(parts[0]) is not None
+    ]
+    if not table:
+        return []
+    headers = ["config", "prefill ms", "decode ms", "rest ms", "tools ms a turn"]
+    return [
+        f"{phase.replace('_', ' ')}, where the time to the first tool goes on later turns "
+        "(medians):",
+        md_table(headers, table),
+    ]
+
+
 def render_session(doc: Doc) -> list[str]:
     convs = doc["conversations"]
     out = [
@@ -276,6 +295,7 @@ def render_session(doc: Doc) -> list[str]:
             for name, m in rows.items()
         ]
         out += [f"{phase.replace('_', ' ')}:", md_table(headers, table)]
+        out += _session_breakdown(phase, rows)
     ratio_rows = [
         [phase, key, f"x{value:.2f}"]
         for phase, values in doc.get("ratios", {}).items()
