@@ -95,6 +95,7 @@ def remote_chat_model(
             model = ids[0]
     try:
         from langchain_openai import ChatOpenAI
+        from openai import Timeout  # the HTTP client's own (httpx, or httpx2 in openai 3.x)
     except ImportError:
         raise RemoteModelError(
             "a remote model needs langchain-openai: pip install langchain-openai"
@@ -111,7 +112,7 @@ def remote_chat_model(
         base_url=parsed.base_url,
         api_key=key or NO_KEY,
         temperature=temperature,
-        timeout=httpx.Timeout(timeout, connect=connect_timeout),
+        timeout=Timeout(timeout, connect=connect_timeout),
         max_retries=max_retries,
         use_responses_api=False,
         **options,
@@ -224,6 +225,13 @@ def _client_error(exc: BaseException) -> BaseException | None:
     """The OpenAI client's (or httpx's) error in `exc`, its groups or its causes."""
     import openai
 
+    kinds: tuple[type[BaseException], ...] = (openai.APIError, httpx.HTTPError)
+    try:  # openai 3.x speaks httpx2
+        import httpx2
+
+        kinds += (httpx2.HTTPError,)
+    except ImportError:  # pragma: no cover - older openai without httpx2
+        pass
     seen: set[int] = set()
     todo: list[BaseException] = [exc]
     while todo:
@@ -231,7 +239,7 @@ def _client_error(exc: BaseException) -> BaseException | None:
         if id(e) in seen:
             continue
         seen.add(id(e))
-        if isinstance(e, openai.APIError | httpx.HTTPError):
+        if isinstance(e, kinds):
             return e
         if isinstance(e, BaseExceptionGroup):
             todo.extend(e.exceptions)

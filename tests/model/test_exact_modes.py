@@ -5,7 +5,7 @@ drafts in batched passes; on the default engine a token's logits depend slightly
 shape of the pass that computed them, so a near tie can go the other way (the session
 benchmark's "same calls as constrained"). On `Engine(batch_invariant=True)` they do not
 (SmolLM2 Q4_1), and the three modes must agree token for token on real prompts: the
-first BFCL multi-turn sessions' requests, each offered its session's 8 tools, the
+first BFCL multi-turn session's requests, each offered its session's 8 tools, the
 prompts `toolweave bench session` decodes. `ChatToolweave(batch_invariant=True)` builds
 its engine that way.
 """
@@ -25,7 +25,7 @@ from toolweave.toolspec import ToolSpec
 
 def _session_requests() -> list[tuple[str, list[ToolSpec], str]]:
     try:
-        convs = conversations(2, 0, 3, 8)
+        convs = conversations(1, 0, 3, 8)
         cases = {c.id: c for c in load_multi_turn("multi_turn_base")}
     except DatasetError as exc:  # pragma: no cover - only without the package index
         pytest.skip(f"the BFCL data could not be had: {exc}")
@@ -40,7 +40,7 @@ def _session_requests() -> list[tuple[str, list[ToolSpec], str]]:
 @pytest.mark.slow
 def test_jump_and_lossless_equal_constrained_on_the_exact_engine(exact_engine: Engine) -> None:
     requests = _session_requests()
-    assert len(requests) == 6
+    assert len(requests) == 3
     calls = 0
     for conv_id, specs, request in requests:
         assert len(specs) >= 8
@@ -52,7 +52,7 @@ def test_jump_and_lossless_equal_constrained_on_the_exact_engine(exact_engine: E
             assert result.tokens == reference.tokens, (conv_id, mode, result.text, reference.text)
         # The shortcut did work: jump decoded fewer tokens than constrained.
         assert results["jump"].stats.decoded_tokens < reference.stats.decoded_tokens
-    assert calls >= 5  # real tool calls, not empty answers, were compared
+    assert calls >= 3  # real tool calls, not empty answers, were compared
 
 
 def test_chat_model_builds_the_exact_engine() -> None:
