@@ -29,7 +29,7 @@ class EngineSettings:
     batch_invariant: bool = False
 
 
-_ENGINES: dict[tuple[str, int, int | None, int | None, bool], Engine] = {}
+_ENGINES: dict[tuple[str, EngineSettings], Engine] = {}
 _ENGINES_LOCK = threading.Lock()
 
 
@@ -37,7 +37,7 @@ def shared_engine(model: str | None, settings: EngineSettings) -> Engine:
     """One engine per (model file, settings) in this process, loaded on first use;
     every user serialises on the engine's lock."""
     path = str(resolve_model(model))
-    key = (path, settings.n_ctx, settings.n_batch, settings.n_threads, settings.batch_invariant)
+    key = (path, settings)
     with _ENGINES_LOCK:
         engine = _ENGINES.get(key)
         if engine is None:
