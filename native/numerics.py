@@ -178,6 +178,11 @@ def engine_bound(engine: Engine, cache_dir: Path | _Default | None = _CACHE_DIR)
             if not empty:
                 return _UNMEASURED
             alone = len(empty) == engine.n_seq_max
+            log.info(
+                "measuring how far batched logits sit from serial steps on %s "
+                "(once per model and thread counts; a few seconds)",
+                Path(engine.model_path).name,
+            )
             bound = measure_bound(engine, empty[-1])
             if path is not None and alone:
                 _write(path, key, bound)

@@ -24,11 +24,13 @@ from langchain_core.tools import BaseTool
 
 from toolweave.adapters.bench.bfcl_tools import bfcl_environment
 from toolweave.adapters.bench.session_models import SessionConfig, TurnPolicy
+from toolweave.adapters.langchain.chat_model import ChatToolweave
 from toolweave.adapters.langchain.tools import to_langchain
 from toolweave.adapters.mcp.client import demo_server_configs
 from toolweave.adapters.mcp.hub import MCPHub
 from toolweave.errors import ToolweaveError
 from toolweave.eval.bfcl_multi_turn import MultiTurnCase, load_multi_turn
+from toolweave.native.numerics import engine_bound
 
 __all__ = ["SYSTEM", "Conversation", "conversations", "run_session", "warm_up"]
 
@@ -251,8 +253,14 @@ def _turn(
 
 
 def warm_up(configs: Sequence[SessionConfig]) -> None:
-    """One short text request per configuration, so a warm process is measured warm."""
+    """One short text request per configuration, so a warm process is measured warm.
+
+    A ChatToolweave engine first measures its logit bound, as its first tool request
+    would (once per model file and thread counts, then read from disk: seconds on a new
+    machine, which a warm process has paid; measured while its KV cache is empty)."""
     for cfg in configs:
+        if isinstance(cfg.chat, ChatToolweave) and not cfg.chat.engine.batch_invariant:
+            engine_bound(cfg.chat.engine)
         cfg.chat.invoke("Hi")
 
 

@@ -85,3 +85,30 @@ def test_tiny_session(tmp_path: Path) -> None:
     assert summary["toolweave"]["same_calls_as_constrained"] == 2
     assert summary["constrained"]["turns_with_tool"] == 2
     assert summary["constrained"]["breakdown"]["first_tool_prefill_ms"] > 0
+
+
+@pytest.mark.slow
+def test_warm_up_measures_the_logit_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A warm process has paid the one-time measurement a ChatToolweave engine makes at its
+    # first tool request: the warm-up measures it on the empty cache, and keeps it on disk.
+    from toolweave.adapters.bench.session_models import make_config
+    from toolweave.adapters.bench.session_run import warm_up
+    from toolweave.native.numerics import engine_cache_key
+
+    monkeypatch.setenv("TOOLWEAVE_CACHE_DIR", str(tmp_path / "cache"))
+    cfg = make_config(
+        "toolweave",
+        resolve_model(None),
+        n_ctx=1024,
+        max_tokens=8,
+        llama_threads=2,
+        state_dir=tmp_path,
+    )
+    try:
+        engine = cfg.chat.engine  # type: ignore[attr-defined]
+        stored = tmp_path / "cache" / "numerics" / f"{engine_cache_key(engine)}.json"
+        assert not stored.exists()
+        warm_up([cfg])
+        assert stored.is_file()
+    finally:
+        cfg.close()
