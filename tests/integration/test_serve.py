@@ -368,14 +368,19 @@ def test_a_full_queue_answers_429(backend: Backend) -> None:
         body = {
             "model": backend.model_id,
             "messages": [{"role": "user", "content": "Write a long story about a lighthouse."}],
-            "max_tokens": 200,
+            # About 8 s of decoding here; leaving the stream cancels it.
+            "max_tokens": 1024,
             "stream": True,
         }
         with (
             httpx.Client(timeout=60) as http,
             http.stream("POST", f"{alone.base_url}/chat/completions", json=body) as busy,
         ):
-            next(busy.iter_lines())  # decoding has started and holds the engine
+            assert busy.status_code == 200
+            # Keep the iterator: a dropped one closes the stream when it is collected,
+            # the server then frees the engine, and the refusal below became a race.
+            lines = busy.iter_lines()
+            next(lines)  # decoding has started and holds the engine
             refused = http.post(
                 f"{alone.base_url}/chat/completions", json={**body, "stream": False}
             )
