@@ -65,10 +65,13 @@ def test_a_pass_from_another_thread_equals_one_from_this_thread(engine: Engine) 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs two cores")
 def test_a_worker_thread_decodes_on_every_core_after_this_thread_did(engine: Engine) -> None:
     # Without the compute thread, the OpenMP team of the thread that decoded first left
-    # a later decoding thread about one core (1.0-1.3 cores busy here, against 1.99).
+    # a later decoding thread about one core (1.0-1.5 cores busy here, against 1.9-2.0 on
+    # the thread that decoded first; with the compute thread the two are within 7%).
     if engine.n_threads < 2:
         pytest.skip("the engine decodes on one thread")
     tokens = engine.tokenize(TEXT)
-    _steps(engine, tokens, 4)  # this thread decodes first
-    _, cores = _on_new_thread(_steps, engine, tokens, 40)
-    assert cores > 1.5, f"{cores:.2f} cores busy while decoding from a worker thread"
+    _, here = _steps(engine, tokens, 40)  # this thread decodes first
+    if here < 1.5:  # other processes hold the cores: no share to compare with
+        pytest.skip(f"only {here:.2f} cores busy decoding on this thread: the machine is loaded")
+    _, there = _on_new_thread(_steps, engine, tokens, 40)
+    assert there > 0.9 * here, f"{there:.2f} cores busy on a worker thread, {here:.2f} here"
