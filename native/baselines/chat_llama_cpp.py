@@ -47,10 +47,21 @@ INSTALL_HINT = "pip install 'toolweave[bench]' (or: pip install langchain-commun
 def chat_llama_cpp_missing() -> str | None:
     """One line saying why `ChatLlamaCpp` cannot be used here, or None when it can."""
     try:
-        import langchain_community.chat_models.llamacpp  # noqa: F401
+        _chat_llama_cpp_class()
     except ImportError:
         return f"ChatLlamaCpp needs langchain-community: {INSTALL_HINT}"
     return None
+
+
+def _chat_llama_cpp_class() -> type[Any]:
+    """langchain-community's `ChatLlamaCpp`, imported without the package's warning
+    that it is being sunset (the baseline still works: docs/session.md)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        from langchain_community.chat_models.llamacpp import ChatLlamaCpp
+    return ChatLlamaCpp
 
 
 class _QuietDiskCache(llama_cpp.LlamaDiskCache):
@@ -100,11 +111,7 @@ def chat_llama_cpp(
     missing = chat_llama_cpp_missing()
     if missing is not None:
         raise ToolweaveError(missing)
-    import warnings
-
-    with warnings.catch_warnings():  # the package warns that it is being sunset
-        warnings.simplefilter("ignore")
-        from langchain_community.chat_models.llamacpp import ChatLlamaCpp
+    ChatLlamaCpp = _chat_llama_cpp_class()
     try:
         chat = ChatLlamaCpp(
             model_path=str(model_path),
