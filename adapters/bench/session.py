@@ -16,6 +16,8 @@ the same model, interleaved per turn in one process (`session_models`):
 - ``toolweave``: `ChatToolweave` as shipped (``lossless``, saved prompt states, drafts
   from the session's earlier calls and results);
 - ``no_session_drafts``: the same without the session drafts (what they add).
+- ``early_tools``: ``toolweave`` with `ProvisionalToolMiddleware` in the agent (read-only
+  tools start while the message is decoded).
 
 ``--exact`` runs the ChatToolweave configurations on the exact engine
 (`Engine(batch_invariant=True)`), where a single-token step equals the same token's row
@@ -55,7 +57,14 @@ from toolweave.models import MODELS, resolve_model
 
 __all__ = ["bench_session", "ratios", "run_configs", "summarize"]
 
-CONFIG_NAMES = ("chat_llama_cpp", "grammar", "constrained", "toolweave", "no_session_drafts")
+CONFIG_NAMES = (
+    "chat_llama_cpp",
+    "grammar",
+    "constrained",
+    "toolweave",
+    "no_session_drafts",
+    "early_tools",
+)
 #: Longest a new-process run of one configuration may take, per turn.
 _WORKER_S_PER_TURN = 300.0
 

@@ -8,7 +8,10 @@
 - ``toolweave``: `ChatToolweave` as shipped (mode ``lossless``, saved prompt states,
   session drafts);
 - ``no_session_drafts``: the same without drafts from the session's past, to measure
-  what those add on later turns.
+  what those add on later turns;
+- ``early_tools``: ``toolweave`` in an agent with `ProvisionalToolMiddleware` (the README's
+  agent quick start): read-only tools start on the decoder's provisional or final call,
+  while the message is still being written.
 
 `TurnPolicy` is the same agent policy for all of them: the model call after the user's
 message must call a tool, the call after the tool results answers in text. Every config
@@ -18,6 +21,7 @@ reports running totals of prompt tokens prefilled and decode passes.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,8 +37,9 @@ from pydantic import ConfigDict, PrivateAttr
 
 from toolweave.adapters.langchain.chat_model import ChatToolweave
 from toolweave.adapters.langchain.messages import split_system, template_messages
+from toolweave.adapters.langchain.provisional import ProvisionalToolMiddleware
 from toolweave.errors import CallFormatError, ToolweaveError
-from toolweave.events import ModelDone, ModelStart, PromptCacheEvent
+from toolweave.events import ModelDone, ModelStart, PromptCacheEvent, ToolStart
 from toolweave.formats import format_for_chat_template, get_format
 from toolweave.native.baselines.chat_llama_cpp import GrammarCompletions, chat_llama_cpp
 from toolweave.native.baselines.grammar import call_schema
@@ -44,7 +49,14 @@ from toolweave.toolspec import ToolSpec
 
 __all__ = ["CONFIGS", "GrammarChat", "SessionConfig", "TurnPolicy", "make_config"]
 
-CONFIGS = ("chat_llama_cpp", "grammar", "constrained", "toolweave", "no_session_drafts")
+CONFIGS = (
+    "chat_llama_cpp",
+    "grammar",
+    "constrained",
+    "toolweave",
+    "no_session_drafts",
+    "early_tools",
+)
 
 
 @dataclass
@@ -56,7 +68,9 @@ class SessionConfig:
     a turn left running in the background (toolweave's state saves), between turns and
     untimed, so it never runs during another configuration's turn. `tools_in_template`:
     a configuration that names its tool renders the bound tools through a chat template
-    with tool support, so they stay bound for the answer too."""
+    with tool support, so they stay bound for the answer too. `middleware` is added to
+    the agent's; `early_starts` collects the perf_counter times of tools it started
+    early (`ProvisionalToolMiddleware`)."""
 
     name: str
     chat: BaseChatModel
@@ -67,6 +81,8 @@ class SessionConfig:
     drafts: Callable[[], tuple[int, int]] = field(default=lambda: (0, 0))
     settle: Callable[[], None] = field(default=lambda: None)
     prefill_ms: Callable[[], float] = field(default=lambda: 0.0)
+    middleware: tuple[AgentMiddleware, ...] = ()
+    early_starts: list[float] = field(default_factory=list)
 
 
 class _Meter:
@@ -293,7 +309,7 @@ def make_config(
         return SessionConfig(
             name, tw, meter.totals, close=tw.close_engine, prefill_ms=meter.prefill_ms
         )
-    if name in ("toolweave", "no_session_drafts"):
+    if name in ("toolweave", "no_session_drafts", "early_tools"):
         # Its defaults; the default store's settings, in the bench's directory. An engine
         # of its own: another configuration's turn must not leave it its live KV cache.
         store = StateStore(state_dir / name)
@@ -303,7 +319,7 @@ def make_config(
             max_tokens=max_tokens,
             state_store=store,
             observer=meter,
-            session_drafts=name == "toolweave",
+            session_drafts=name != "no_session_drafts",
             private_engine=True,
             chat_template=chat_template,
             batch_invariant=exact,
@@ -313,6 +329,15 @@ def make_config(
             store.close()
             tw.close_engine()
 
+        early: list[float] = []
+        middleware: tuple[AgentMiddleware, ...] = ()
+        if name == "early_tools":
+
+            def started(event: object) -> None:
+                if isinstance(event, ToolStart) and event.early:
+                    early.append(time.perf_counter())
+
+            middleware = (ProvisionalToolMiddleware(observer=started),)
         return SessionConfig(
             name,
             tw,
@@ -321,5 +346,7 @@ def make_config(
             drafts=meter.drafts,
             settle=store.flush,
             prefill_ms=meter.prefill_ms,
+            middleware=middleware,
+            early_starts=early,
         )
     raise ValueError(f"unknown configuration {name!r} (known: {', '.join(CONFIGS)})")

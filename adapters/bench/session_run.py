@@ -198,8 +198,10 @@ class _TurnClock(BaseCallbackHandler):
             if end is None:
                 out.update({f"{key}_{part}_ms": None for part in ("prefill", "decode", "other")})
                 continue
-            done = [m for m in self.models if m[1] <= end + 1e-9]
-            model_ms = sum(m[1] - m[0] for m in done) * 1000
+            # A tool started early starts inside its model call: count that call up to it
+            # (its prompt was prefilled before decoding began).
+            done = [m for m in self.models if m[0] < end]
+            model_ms = sum(min(m[1], end) - m[0] for m in done) * 1000
             prefill = (done[-1][2] - prefill0) if done else 0.0
             tools = sum(min(b, end) - a for a, b in self.tools if a < end) * 1000
             out[f"{key}_prefill_ms"] = prefill
@@ -217,6 +219,7 @@ def _turn(
     prefilled0, passes0 = cfg.totals()
     prefill_ms0 = cfg.prefill_ms()
     drafted0, accepted0 = cfg.drafts()
+    early0 = len(cfg.early_starts)
     start = len(history) + 1
     error = None
     t0 = time.perf_counter()
@@ -231,6 +234,9 @@ def _turn(
         messages = [*history, HumanMessage(query)]
     t1 = time.perf_counter()
     turn_ms = (t1 - t0) * 1000
+    early = cfg.early_starts[early0:]
+    if early:  # a tool started early, on the model's call: the first start may be one
+        clock.first = min([*early, *([] if clock.first is None else [clock.first])])
     prefilled1, passes1 = cfg.totals()
     drafted1, accepted1 = cfg.drafts()
     new = [m for m in messages[start:] if isinstance(m, AIMessage)]
@@ -244,6 +250,7 @@ def _turn(
         "decode_passes": passes1 - passes0,
         "session_drafted": drafted1 - drafted0,
         "session_accepted": accepted1 - accepted0,
+        "early_tool_starts": len(early),
         "model_calls": len(new),
         "calls": calls,
         "answer": str(answer)[:_ANSWER_CHARS],
@@ -283,7 +290,9 @@ def run_session(
                     cfg.names_tool, lambda box=expected: box[0], cfg.tools_in_template
                 )
                 tools = _tools(conv, cfg.name, stack, state_dir)
-                agent = create_agent(cfg.chat, tools, system_prompt=SYSTEM, middleware=[policy])
+                agent = create_agent(
+                    cfg.chat, tools, system_prompt=SYSTEM, middleware=[policy, *cfg.middleware]
+                )
                 agents[cfg.name] = (agent, [], expected)
             for t, query in enumerate(conv.turns):
                 order = [*configs[t % len(configs) :], *configs[: t % len(configs)]]

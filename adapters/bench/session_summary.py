@@ -95,12 +95,15 @@ def _ratio(num: float | None, den: float | None) -> float | None:
 def ratios(summary: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, float | None]]:
     """Per phase: ChatToolweave as shipped against `ChatLlamaCpp` in time to the first
     tool start and turn latency (how many times faster), and what the session drafts
-    add on later turns (``no_session_drafts`` over ``toolweave``)."""
+    add on later turns (``no_session_drafts`` over ``toolweave``); the same for tools
+    started early (``early_tools``: against `ChatLlamaCpp`, and over ``toolweave`` on
+    later turns)."""
     out: dict[str, dict[str, float | None]] = {}
     for phase, rows in summary.items():
         tw = rows.get("toolweave", {})
         base = rows.get("chat_llama_cpp", {})
         bare = rows.get("no_session_drafts", {})
+        early = rows.get("early_tools", {})
         out[phase] = {
             "first_tool_vs_chat_llama_cpp": _ratio(
                 base.get("first_tool_ms_median"), tw.get("first_tool_ms_median")
@@ -111,6 +114,12 @@ def ratios(summary: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str,
             ),
             "session_drafts_later_decode_passes": _ratio(
                 bare.get("later_decode_passes_mean"), tw.get("later_decode_passes_mean")
+            ),
+            "early_tools_first_tool_vs_chat_llama_cpp": _ratio(
+                base.get("first_tool_ms_median"), early.get("first_tool_ms_median")
+            ),
+            "early_tools_later_first_tool": _ratio(
+                tw.get("later_first_tool_ms_median"), early.get("later_first_tool_ms_median")
             ),
         }
     return out

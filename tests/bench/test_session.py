@@ -1,6 +1,6 @@
 """`toolweave bench session` on a tiny session: two turns of a demo-server conversation on
-SmolLM2, offered two tools: two ChatToolweave configurations, the grammar baseline and
-ChatLlamaCpp."""
+SmolLM2, offered two tools: three ChatToolweave configurations (one starting read-only
+tools early), the grammar baseline and ChatLlamaCpp."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ FIELDS = {
     "decode_passes",
     "session_drafted",
     "session_accepted",
+    "early_tool_starts",
     "model_calls",
     "calls",
     "answer",
@@ -45,7 +46,7 @@ def test_tiny_session(tmp_path: Path) -> None:
     (conv,) = conversations(bfcl=0, mcp=1, turns=2, max_tools=4)
     assert conv.expected == ("current_weather", "forecast")
     convs = [Conversation(conv.id, conv.source, conv.turns, conv.expected, conv.expected)]
-    names = ["constrained", "toolweave", "grammar", "chat_llama_cpp"]
+    names = ["constrained", "toolweave", "grammar", "chat_llama_cpp", "early_tools"]
     records, startup_s = run_configs(
         names,
         convs,
@@ -72,13 +73,21 @@ def test_tiny_session(tmp_path: Path) -> None:
         assert min(first) >= 0 and sum(first) == pytest.approx(r["first_tool_ms"], abs=1.0)
         turn = [r[f"turn_{p}_ms"] for p in ("prefill", "decode", "tools", "other")]
         assert min(turn) >= 0 and sum(turn) == pytest.approx(r["turn_ms"], abs=1.0)
-        assert r["turn_tools_ms"] > 0  # the weather server answered over stdio
+        if r["config"] == "early_tools":
+            # The weather tools are read-only: each started on the decoder's call, inside
+            # the model call, and the agent claimed that run instead of running it again.
+            assert r["early_tool_starts"] == 1, r
+            assert r["turn_tools_ms"] == 0  # the agent's tool node ran no tool itself
+        else:
+            assert r["early_tool_starts"] == 0
+            assert r["turn_tools_ms"] > 0  # the weather server answered over stdio
         # Prefill is timed on every side: llama.cpp's own counters, toolweave's events.
         assert r["first_tool_prefill_ms"] > 0, r["config"]
         assert r["first_tool_decode_ms"] > 0, r["config"]
     by = {(r["config"], r["turn"]): r for r in records}
     for turn in (0, 1):
         assert by["toolweave", turn]["calls"] == by["constrained", turn]["calls"]
+        assert by["early_tools", turn]["calls"] == by["toolweave", turn]["calls"]
     # The second turn's prompt extends the first's: the saved states cover most of it.
     assert by["toolweave", 1]["prefilled_tokens"] < by["constrained", 1]["prefilled_tokens"]
     summary = summarize(records)["warm"]
