@@ -11,7 +11,9 @@ tool is *not* read-only. Evidence is weighed in this order (docs/read-only.md):
    side-effect word counts only where it stands as a verb (the first word of a name, or
    the first verb after a prefix such as ``browser_``), and not when negated or
    hypothetical ("without sending", "would be deployed") (``source`` "name",
-   "description" or "name+description");
+   "description" or "name+description"); `classify_tools` reads a description after
+   the lead it shares with other tools of the catalogue, when that lead describes
+   their system rather than the tool (`toolweave.readonly_leads`);
 3. MCP annotations, unless the caller does not trust them (``trust_annotations``):
    ``destructiveHint: true`` or ``readOnlyHint: false`` means not read-only;
    ``readOnlyHint: true`` means read-only only when step 2 found no side effect
@@ -31,6 +33,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 
 from toolweave.errors import ToolSpecError
+from toolweave.readonly_leads import shared_leads
 from toolweave.readonly_text import description_evidence
 from toolweave.readonly_words import (
     CLAUSE_JOINERS,
@@ -88,12 +91,17 @@ def classify_tool(
     overrides: Mapping[str, bool] | None = None,
     *,
     trust_annotations: bool = True,
+    shared_lead: str = "",
 ) -> ReadOnlyDecision:
     """Decide whether ``spec`` is read-only; unsure means not read-only.
 
     ``overrides`` maps tool names to a forced answer; names of other tools are ignored.
     With ``trust_annotations=False`` the MCP hints are ignored: name and description decide.
+    ``shared_lead`` is an opening of the description that other tools share, as
+    `toolweave.readonly_leads.shared_leads` finds it: it is not read as the tool's words.
     """
+    if shared_lead and not spec.description.startswith(shared_lead):
+        raise ValueError("shared_lead must open the tool's description")
     if overrides and spec.name in overrides:
         value = bool(overrides[spec.name])
         reason = f"user override {spec.name}={str(value).lower()}"
@@ -102,7 +110,7 @@ def classify_tool(
     if isinstance(decided, bool):
         reason = f"decided before ({DECIDED_KEY} is {str(decided).lower()})"
         return ReadOnlyDecision(spec.name, decided, "override", reason)
-    words = _from_words(spec)
+    words = _from_words(spec, shared_lead)
     if not trust_annotations:
         return replace(words, reason=f"{words.reason}; annotations not trusted")
     return _with_annotations(spec, words)
@@ -114,10 +122,19 @@ def classify_tools(
     *,
     trust_annotations: bool = True,
 ) -> list[ReadOnlyDecision]:
-    """Classify each spec in order; an override naming no tool raises `ToolSpecError`."""
+    """Classify each spec in order; an override naming no tool raises `ToolSpecError`.
+
+    Unlike `classify_tool` on each spec, a description's lead that other specs share
+    word for word (a system's preamble) is not read as the tool's own words: see
+    `toolweave.readonly_leads`.
+    """
     specs = list(specs)
     check_overrides(overrides, [s.name for s in specs])
-    return [classify_tool(s, overrides, trust_annotations=trust_annotations) for s in specs]
+    leads = shared_leads([s.description for s in specs])
+    return [
+        classify_tool(s, overrides, trust_annotations=trust_annotations, shared_lead=lead)
+        for s, lead in zip(specs, leads, strict=True)
+    ]
 
 
 def check_overrides(overrides: Mapping[str, bool] | None, names: Iterable[str]) -> None:
@@ -160,19 +177,28 @@ def _with_annotations(spec: ToolSpec, words: ReadOnlyDecision) -> ReadOnlyDecisi
 
 
 # ---------------------------------------------------------------------- words
-def _from_words(spec: ToolSpec) -> ReadOnlyDecision:
+def _from_words(spec: ToolSpec, lead: str) -> ReadOnlyDecision:
+    """Name and description evidence; ``lead`` is a shared opening of the description
+    that is not the tool's own words."""
     name_words = _name_words(spec.name)
     name_side, name_read = _name_evidence(name_words)
-    desc_side, desc_read = description_evidence(spec.description)
+    desc_side, desc_read = description_evidence(spec.description[len(lead) :])
+    after = f" (after the lead shared with other tools: {_quote(lead)})" if lead else ""
     if name_side or desc_side:
         source, facts = _evidence(name_side, desc_side)
-        return ReadOnlyDecision(spec.name, False, source, f"{facts} (side effect)")
+        return ReadOnlyDecision(spec.name, False, source, f"{facts} (side effect){after}")
     if name_read or desc_read:
         source, facts = _evidence(name_read, desc_read)
-        reason = f"{facts} (read-only), and no side effect is mentioned"
+        reason = f"{facts} (read-only), and no side effect is mentioned{after}"
         return ReadOnlyDecision(spec.name, True, source, reason)
-    reason = "unsure: no read-only or side-effect word in name or description"
+    reason = f"unsure: no read-only or side-effect word in name or description{after}"
     return ReadOnlyDecision(spec.name, False, "default", reason)
+
+
+def _quote(lead: str, limit: int = 40) -> str:
+    """``'This tool belongs to the Gorilla file...'``: a lead's opening, for a reason."""
+    text = " ".join(lead.split())
+    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
 
 
 def _evidence(in_name: list[str], in_description: list[str]) -> tuple[str, str]:

@@ -53,7 +53,7 @@ from toolweave.adapters.langchain.early import (
 )
 from toolweave.adapters.langchain.tools import from_langchain
 from toolweave.events import Observer, ToolDone, ToolReused, ToolStart
-from toolweave.readonly import classify_tool
+from toolweave.readonly import classify_tools
 from toolweave.toolspec import ToolCall
 
 __all__ = [
@@ -190,11 +190,12 @@ class ProvisionalToolMiddleware(AgentMiddleware):
                 return cached
         by_name = {t.name: t for t in lc}
         overrides = {k: v for k, v in self.overrides.items() if k in by_name}
+        # Classified together: a preamble the tools share is not any one tool's words.
+        decisions = classify_tools([from_langchain(t).spec for t in by_name.values()], overrides)
         read_only = frozenset(
-            name
-            for name, tool in by_name.items()
-            if not takes_injected_arguments(tool)
-            and classify_tool(from_langchain(tool).spec, overrides).read_only
+            d.name
+            for d, tool in zip(decisions, by_name.values(), strict=True)
+            if d.read_only and not takes_injected_arguments(tool)
         )
         defaults = {name: argument_defaults(by_name[name]) for name in read_only}
         catalogue = _Catalogue(lc, by_name, read_only, defaults)

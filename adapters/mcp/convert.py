@@ -98,9 +98,17 @@ def tool_spec(
 
 
 def spec_and_decision(
-    tool: mcp_types.Tool, name: str | None = None, *, trust_annotations: bool = True
+    tool: mcp_types.Tool,
+    name: str | None = None,
+    *,
+    trust_annotations: bool = True,
+    shared_lead: str = "",
 ) -> tuple[ToolSpec, ReadOnlyDecision]:
-    """`tool_spec` and the read-only decision behind its ``read_only`` (with the reason)."""
+    """`tool_spec` and the read-only decision behind its ``read_only`` (with the reason).
+
+    ``shared_lead``: the opening the description shares with the server's other tools
+    (`toolweave.readonly_leads.shared_leads`), not read as this tool's words.
+    """
     own = ToolSpec.from_dict(
         {
             "name": safe_tool_name(tool.name),
@@ -109,7 +117,7 @@ def spec_and_decision(
             "annotations": tool_annotations(tool),
         }
     )
-    decision = classify_tool(own, trust_annotations=trust_annotations)
+    decision = classify_tool(own, trust_annotations=trust_annotations, shared_lead=shared_lead)
     exposed = own.name if name is None else name
     spec = replace(own, name=exposed, read_only=decision.read_only)
     return spec, replace(decision, name=exposed)

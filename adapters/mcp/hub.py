@@ -49,6 +49,7 @@ from toolweave.adapters.mcp.progress import ProgressCallback
 from toolweave.adapters.mcp.sampling import SamplingCallback, sdk_sampling_callback
 from toolweave.errors import ToolServerError, ToolSpecError
 from toolweave.readonly import ReadOnlyDecision, check_overrides
+from toolweave.readonly_leads import shared_leads
 from toolweave.tools import Tool
 
 __all__ = ["MCPHub", "ServerNameError", "assign_names", "unique_server_names"]
@@ -268,12 +269,16 @@ class MCPHub(HubCatalog):
         decisions: dict[str, ReadOnlyDecision] = {}
         for server, server_tools in listings.items():
             trust = self._configs[server].trust_annotations
-            for definition in server_tools:
+            # A preamble the server's tools share is not any one tool's words.
+            leads = shared_leads([d.description or "" for d in server_tools])
+            for definition, lead in zip(server_tools, leads, strict=True):
                 exposed = names.get((server, definition.name))
                 if exposed is None or exposed in routes:
                     continue
                 try:
-                    spec, decision = spec_and_decision(definition, exposed, trust_annotations=trust)
+                    spec, decision = spec_and_decision(
+                        definition, exposed, trust_annotations=trust, shared_lead=lead
+                    )
                 except ToolSpecError as exc:
                     logger.warning("MCP server %r: skipping tool: %s", server, exc)
                     continue

@@ -25,6 +25,7 @@ from toolweave.eval.bfcl_multi_turn import load_multi_turn
 from toolweave.eval.workload import PlanRequest, load_workload
 from toolweave.plan.executor import PlanRun, execute_plan
 from toolweave.plan.format import Plan, PlanTask
+from toolweave.readonly import classify_tool, classify_tools
 from toolweave.tools import Tool
 
 pytestmark = pytest.mark.anyio
@@ -211,3 +212,96 @@ def test_unknown_conversation_is_an_error(requests: list[PlanRequest]) -> None:
     stray = replace(requests[0], conversation_id="multi_turn_base_99999")
     with pytest.raises(DatasetError, match="multi_turn_base_99999"):
         bfcl_environment(stray)
+
+
+# -- read-only classification --------------------------------------------------------
+
+# BFCL methods whose code only reads its instance (checked by reading each one in
+# bfcl-eval 2026.3.23; `get_flight_cost` fills a private cache, `get_current_speed`
+# draws from the instance's random generator: neither changes what a tool returns).
+BFCL_READ_ONLY = frozenset(
+    [
+        "absolute_value",
+        "check_tire_pressure",
+        "compute_exchange_rate",
+        "diff",
+        "displayCarStatus",
+        "du",
+        "estimate_distance",
+        "estimate_drive_feasibility_by_mileage",
+        "find",
+        "find_nearest_tire_shop",
+        "gallon_to_liter",
+        "get_account_info",
+        "get_all_credit_cards",
+        "get_available_stocks",
+        "get_booking_history",
+        "get_budget_fiscal_year",
+        "get_credit_card_balance",
+        "get_current_speed",
+        "get_current_time",
+        "get_flight_cost",
+        "get_message_stats",
+        "get_nearest_airport_by_city",
+        "get_order_details",
+        "get_order_history",
+        "get_outside_temperature_from_google",
+        "get_outside_temperature_from_weather_com",
+        "get_stock_info",
+        "get_symbol_by_name",
+        "get_ticket",
+        "get_transaction_history",
+        "get_tweet",
+        "get_tweet_comments",
+        "get_user_id",
+        "get_user_stats",
+        "get_user_tickets",
+        "get_user_tweets",
+        "get_watchlist",
+        "get_zipcode_based_on_city",
+        "grep",
+        "imperial_si_conversion",
+        "list_all_airports",
+        "list_all_following",
+        "list_users",
+        "liter_to_gallon",
+        "logarithm",
+        "ls",
+        "max_value",
+        "mean",
+        "message_get_login_status",
+        "min_value",
+        "percentage",
+        "posting_get_login_status",
+        "pwd",
+        "retrieve_invoice",
+        "search_messages",
+        "search_tweets",
+        "si_unit_conversion",
+        "square_root",
+        "standard_deviation",
+        "sum_values",
+        "ticket_get_login_status",
+        "trading_get_login_status",
+        "travel_get_login_status",
+        "view_messages_sent",
+        "wc",
+    ]
+)
+
+
+def test_read_only_bfcl_tools_are_found_under_their_class_preamble(code_dir: Path) -> None:
+    # Every BFCL description opens with its class's preamble ("... allows users to
+    # perform basic file operations such as navigating directories, creating files ...").
+    said: dict[str, bool] = {}
+    alone: dict[str, bool] = {}
+    for case in load_multi_turn("multi_turn_base"):
+        for spec, decision in zip(case.tools, classify_tools(case.tools), strict=True):
+            assert said.setdefault(spec.name, decision.read_only) == decision.read_only
+            alone.setdefault(spec.name, classify_tool(spec).read_only)
+    called = {name for name, read_only in said.items() if read_only}
+    assert called <= BFCL_READ_ONLY, sorted(called - BFCL_READ_ONLY)  # precision
+    # The file system's readers, each "creating" and "writing" by its preamble alone.
+    assert {"ls", "grep", "find", "wc", "du", "pwd", "diff", "get_ticket"} <= called
+    assert not {"mkdir", "rm", "mv", "cp", "touch", "echo", "cd", "sort"} & called
+    assert not alone["ls"] and not alone["grep"]  # one by one, the preamble decides

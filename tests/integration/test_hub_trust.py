@@ -17,6 +17,7 @@ from toolweave.errors import ToolSpecError
 
 HINT_SERVER = Path(__file__).resolve().parents[1] / "data" / "hint_server.py"
 COMMAND = f"{sys.executable} {HINT_SERVER}"
+PREAMBLE_SERVER = Path(__file__).resolve().parents[1] / "data" / "preamble_server.py"
 
 
 def read_only(hub: MCPHub) -> dict[str, bool]:
@@ -74,3 +75,17 @@ def test_the_same_explicit_name_twice_is_a_one_line_error(
     err = capsys.readouterr().err
     assert exit_info.value.code == 2
     assert err.startswith("toolweave: error: ") and err.count("\n") == 1, err
+
+
+def test_a_preamble_the_servers_tools_share_is_not_their_own_words() -> None:
+    with MCPHub([f"store={sys.executable} {PREAMBLE_SERVER}"]) as hub:
+        assert read_only(hub) == {
+            "list_files": True,  # "create" and "write" are the store's, in the preamble
+            "make_dir": False,  # unsure
+            "get_token": False,  # the shared lead revokes: true of both tools
+            "get_key": False,
+            "status": False,  # its "delete" is shared by no other tool
+        }
+        reason = hub.read_only_decisions["list_files"].reason
+        assert "after the lead shared with other tools: 'This tool belongs" in reason
+        assert hub.call("list_files").text == "ran list_files"

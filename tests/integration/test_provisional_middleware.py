@@ -257,6 +257,33 @@ def test_side_effect_and_injected_state_tools_never_start_early() -> None:
     assert [a for _, a in sent.calls] == [{"to": "bob"}, {"query": "tea"}]  # once each
 
 
+def test_tools_sharing_a_preamble_are_classified_on_their_own_words() -> None:
+    ran = Counter()
+    preamble = (
+        "This tool belongs to the file system, which allows users to create, read and "
+        "write files. Tool description: "
+    )
+
+    def ls(path: str) -> str:
+        return f"listed {ran.hit(path=path)}"
+
+    def rm(path: str) -> str:
+        return f"removed {ran.hit(path=path)}"
+
+    tools = [
+        StructuredTool.from_function(ls, description=preamble + "List a directory."),
+        StructuredTool.from_function(rm, description=preamble + "Remove a file."),
+    ]
+    for name, early in (("ls", True), ("rm", False)):
+        model = EarlyStartingFake(started={})
+        agent = create_agent(model, tools, middleware=[ProvisionalToolMiddleware()])
+        state = agent.invoke(ask(name, {"path": "docs"}))
+        assert observations(state)[0].status == "success"
+        runner, accepted = model.started["0"]
+        assert runner is not None and accepted is early, name
+    assert [a for _, a in ran.calls] == [{"path": "docs"}] * 2  # once each
+
+
 def test_abatch_runs_sharing_a_middleware_get_only_their_own_early_results() -> None:
     counter = Counter()
     middleware = ProvisionalToolMiddleware()

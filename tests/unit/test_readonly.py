@@ -327,3 +327,67 @@ def test_cli_evaluate_bad_input_is_one_line(
     code, out, err = run_cli(capsys, "classify", *args)
     assert code == 2 and out == ""
     assert err.startswith("toolweave: error: ") and err.count("\n") == 1
+
+
+# ---------------------------------------------------------------------- shared leads
+SYSTEM = (
+    "This tool belongs to the file system. It allows users to perform basic file "
+    "operations such as navigating directories, creating files, reading and writing "
+    "to files, etc. Tool description: "
+)
+
+
+def test_a_system_preamble_the_tools_share_is_not_their_own_words() -> None:
+    tools = [
+        spec("ls", SYSTEM + "List the contents of the current directory."),
+        spec("grep", SYSTEM + "Search for lines in a file that contain a pattern."),
+        spec("mkdir", SYSTEM + "Make a new directory in the current directory."),
+        spec("rm", SYSTEM + "Remove a file or directory."),
+    ]
+    # One by one, "creating" and "writing" in the preamble make every tool write.
+    assert [classify_tool(t).read_only for t in tools] == [False] * 4
+    decisions = classify_tools(tools)
+    assert [d.read_only for d in decisions] == [True, True, False, False]
+    assert decisions[0].reason.startswith("description says 'list' (read-only)")
+    assert "after the lead shared with other tools: 'This tool belongs" in decisions[0].reason
+    assert decisions[3].reason.startswith("description says 'remove' (side effect)")
+    assert decisions[2].source == "default"  # "make" is no known verb: unsure
+
+
+def test_a_shared_lead_that_names_only_a_side_effect_still_counts() -> None:
+    # True of every tool that shares it: no list of what a system can do.
+    for lead in (
+        "Each call revokes the previous credential. ",
+        "Reads and removes the next message. ",  # reading too, but no word of ability
+        "The service lets users create accounts. ",  # ability, but no reading
+    ):
+        tools = [spec("get_token", lead + "Get a token."), spec("get_key", lead + "Get a key.")]
+        decisions = classify_tools(tools)
+        assert [d.read_only for d in decisions] == [False, False], lead
+        assert "after the lead" not in decisions[0].reason
+
+
+def test_a_lead_must_be_shared_and_end_at_a_sentence_end() -> None:
+    alone = [spec("ls", SYSTEM + "List the files."), spec("cat", "Print a file.")]
+    assert [d.read_only for d in classify_tools(alone)] == [False, False]
+    # The same opening words, but no sentence ends before the tools part.
+    words = "Lets users create, read and write files and then "
+    mid = [spec("ls", words + "lists them."), spec("rm", words + "removes one.")]
+    assert [d.read_only for d in classify_tools(mid)] == [False, False]
+    # A description that is all lead has no words of its own after it: read whole.
+    same = [spec("a_get", "Gets a file."), spec("b_get", "Gets a file.")]
+    assert all(d.read_only and "after the lead" not in d.reason for d in classify_tools(same))
+
+
+def test_a_shared_lead_cannot_hide_a_side_effect_in_the_rest() -> None:
+    tools = [
+        spec("get_report", SYSTEM + "Get the report and mark it as read."),
+        spec("list_jobs", SYSTEM + "List the jobs."),
+    ]
+    assert [d.read_only for d in classify_tools(tools)] == [False, True]
+
+
+def test_shared_lead_must_open_the_description() -> None:
+    with pytest.raises(ValueError, match="must open"):
+        classify_tool(spec("ls", "List files."), shared_lead="This tool belongs")
+    assert classify_tool(spec("ls", SYSTEM + "List."), shared_lead=SYSTEM.strip()).read_only
