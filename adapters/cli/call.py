@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -193,7 +194,7 @@ def _call_with_states(
         engine = caller.engine
         prompt = caller.prompt_tokens(query)
         with engine.lock:
-            store.prefill(engine, caller.seq, prompt, caller.max_tokens)
+            store.prefill(engine, caller.seq, prompt, caller.max_tokens, session=_session(caller))
             record = store.last
             result = caller.call(query, mode, sampling=sampling)  # finds the prompt cached
             store.save(engine, caller.seq)  # the whole prompt, unless already saved
@@ -208,6 +209,15 @@ def _call_with_states(
         "prompt_ms": round(record.prompt_ms, 3),
     }
     return result, cache
+
+
+def _session(caller: ToolCaller) -> str:
+    """The store session of calls on one catalogue and system prompt (``call:`` and a
+    digest): their states share one budget of the store's policy, and calls on another
+    tools file do not evict them."""
+    head = [caller.system, [[t.name, t.description] for t in caller.tools]]
+    text = json.dumps(head, sort_keys=True, default=str, ensure_ascii=False)
+    return "call:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 def _check_call_inputs(tools: Path, mode: str, fmt: str | None) -> tuple[ToolSpec, ...]:

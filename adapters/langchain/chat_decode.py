@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from langchain_core.messages import BaseMessage, HumanMessage
 
 from toolweave.adapters.langchain.caches import CallerCache
-from toolweave.adapters.langchain.chat_states import PromptStates
+from toolweave.adapters.langchain.chat_states import PromptStates, conversation_session
 from toolweave.adapters.langchain.messages import message_text, split_system, template_messages
 from toolweave.adapters.langchain.request_plan import (
     RequestPlan,
@@ -165,6 +165,7 @@ class ChatDecoding(PromptStates):
                 "a per-call 'model' is not supported: make another ChatToolweave(model=...)"
             )
         system, rest = split_system(messages)
+        session = conversation_session(system, rest)
         eng = self.engine
         max_calls = self.max_calls_for(kwargs.get("parallel_tool_calls"))
         stop = [*(self.stop or ()), *(kwargs.get("stop") or ())]
@@ -173,7 +174,7 @@ class ChatDecoding(PromptStates):
             eng.seq_remove(0)
         if plan.kind == "text" and not plan.specs:
             prompt = self._render(system, rest)
-            self._restore(eng, prompt, restored)
+            self._restore(eng, prompt, restored, session)
             sampler = _sampler(sampling)
             for ev in generate_text(
                 eng, prompt, max_tokens=self.max_tokens, stop=stop, sampler=sampler
@@ -182,12 +183,12 @@ class ChatDecoding(PromptStates):
             return
         if plan.kind == "grammar":  # text under a caller's grammar (model.bind(grammar=))
             prompt = self._render(system, rest)
-            self._restore(eng, prompt, restored)
+            self._restore(eng, prompt, restored, session)
             yield from ((ev, None) for ev in self._grammar_text(prompt, plan, rest, kwargs))
             return
         if plan.kind == "json" and plan.schema is not None and not plan.specs:
             prompt = self._render(system, rest)
-            self._restore(eng, prompt, restored)
+            self._restore(eng, prompt, restored, session)
             grammar = _json_grammar(plan.schema)
             sampler = _sampler(sampling)
             for ev in generate_text(
@@ -198,7 +199,7 @@ class ChatDecoding(PromptStates):
         caller = self._caller(plan.specs, system, max_calls)
         msgs = template_messages(rest, caller.fmt, tool_calls=caller.template_tools)
         if self._stores_states:
-            self._restore(eng, caller.prompt_tokens(msgs), restored)
+            self._restore(eng, caller.prompt_tokens(msgs), restored, session)
         # tool_choice "none" with tools bound: a text (or JSON) answer on the tool prompt.
         text = plan.kind in ("text", "json") or (
             plan.kind == "auto" and not self._wants_call(caller, rest, msgs)

@@ -5,16 +5,27 @@ and starts each prompt from its longest saved prefix."""
 from __future__ import annotations
 
 import atexit
+import hashlib
+import json
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from langchain_core.messages import BaseMessage, HumanMessage
 
 from toolweave.disk_cache import cache_root
 from toolweave.events import Observer, PromptCacheEvent
 from toolweave.native.engine import Engine
 from toolweave.native.states.store import StateStore
 
-__all__ = ["DEFAULT_STORE", "PromptStates", "default_state_store", "default_store_dir"]
+__all__ = [
+    "DEFAULT_STORE",
+    "PromptStates",
+    "conversation_session",
+    "default_state_store",
+    "default_store_dir",
+]
 
 #: ``ChatToolweave(state_store=DEFAULT_STORE)``, the default: the process's shared store.
 DEFAULT_STORE = "default"
@@ -43,6 +54,25 @@ def default_state_store() -> StateStore:
         return store
 
 
+def conversation_session(system: str | None, messages: Sequence[BaseMessage]) -> str:
+    """The state store's session for a conversation: ``chat:`` and a digest of its
+    system text and its messages up to the first user message.
+
+    Every request of one conversation (an agent's turns, its call and answer prompts)
+    shares that opening, so its states count against one budget of the store's policy
+    (`CheckpointPolicy.max_per_session`); another conversation, in this process or a
+    later one, has a budget of its own and does not evict them. The digest is the same
+    in every process, so a new process resuming the conversation finds them.
+    """
+    head: list[Any] = [system]
+    for message in messages:
+        head.append([message.type, message.content])
+        if isinstance(message, HumanMessage):
+            break
+    text = json.dumps(head, sort_keys=True, default=str, ensure_ascii=False)
+    return "chat:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
 class PromptStates:
     """The state-store side of `ChatToolweave`: a mixin over the model's fields declared
     below (declared for type checking only, so that pydantic takes none of them for a
@@ -68,15 +98,16 @@ class PromptStates:
             return default_state_store()
         return chosen
 
-    def _restore(self, eng: Engine, prompt: list[int], restored: list[int]) -> None:
+    def _restore(self, eng: Engine, prompt: list[int], restored: list[int], session: str) -> None:
         """Start `prompt` from the state store's longest saved prefix (no-op without one),
-        appending to `restored` how many of its tokens came from a cache.
+        appending to `restored` how many of its tokens came from a cache; the states it
+        saves count against `session` (`conversation_session`).
 
         The decoder then finds the prompt cached and only runs its last token again."""
         store = self.store if self.reuse_prompt_cache else None
         if store is None:
             return
-        store.prefill(eng, 0, prompt, self.max_tokens)
+        store.prefill(eng, 0, prompt, self.max_tokens, session=session)
         record = store.last
         if record is not None:
             restored.append(record.reused)

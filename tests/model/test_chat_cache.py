@@ -14,6 +14,8 @@ from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
 from toolweave.adapters.langchain.chat_model import ChatToolweave
+from toolweave.adapters.langchain.chat_states import conversation_session
+from toolweave.checkpoints import CheckpointPolicy
 from toolweave.events import PromptCacheEvent
 from toolweave.native.states.store import StateStore
 
@@ -33,11 +35,14 @@ class _Events:
             self.prompts.append(event)
 
 
-def _model(tmp_path: Path, events: _Events, max_tokens: int = 48) -> ChatToolweave:
+def _model(
+    tmp_path: Path, events: _Events, max_tokens: int = 48, per_session: int = 8
+) -> ChatToolweave:
+    policy = CheckpointPolicy(max_per_session=per_session)
     return ChatToolweave(
         n_ctx=2048,
         max_tokens=max_tokens,
-        state_store=StateStore(tmp_path),
+        state_store=StateStore(tmp_path, policy=policy),
         observer=events,
         private_engine=True,
     )
@@ -119,3 +124,45 @@ def test_the_turn_is_saved_off_the_request_path_for_a_later_process(tmp_path: Pa
         assert start.source == "disk" and start.reused >= live - 1, start
     finally:
         again.close_engine()
+
+
+def test_each_conversation_keeps_its_own_states(tmp_path: Path) -> None:
+    """The store's budget of states per session counts per conversation: another
+    conversation's turns do not evict this one's, so a later process resumes it from
+    disk. (With one session for every conversation, B's state evicted A's here.)"""
+    events = _Events()
+    model = _model(tmp_path, events, max_tokens=16, per_session=1)
+    first = [HumanMessage("Name three rivers of Europe.")]
+    other = [HumanMessage("Name three mountains of Asia.")]
+    try:
+        answer = model.invoke(first)
+        assert model.store is not None
+        model.store.flush()
+        live = len(model.engine.seq_tokens[0])
+        model.invoke(other)
+        model.store.flush()
+        sessions = {c.session for c in model.store.checkpoints()}
+        assert sessions == {conversation_session(None, first), conversation_session(None, other)}
+    finally:
+        model.close_engine()
+        if model.store is not None:
+            model.store.close()
+    later = _Events()
+    again = _model(tmp_path, later, max_tokens=16, per_session=1)
+    try:
+        again.invoke([*first, answer, HumanMessage("And their lengths?")])
+        start = later.prompts[-1]
+        assert start.source == "disk" and start.reused >= live - 1, start
+    finally:
+        again.close_engine()
+
+
+def test_a_conversation_session_is_its_opening() -> None:
+    opening = [HumanMessage("Plan my trip.")]
+    later = [*opening, HumanMessage("And the hotel?")]
+    assert conversation_session("Be brief.", opening) == conversation_session("Be brief.", later)
+    assert conversation_session("Be brief.", opening) != conversation_session(None, opening)
+    assert conversation_session(None, opening) != conversation_session(
+        None, [HumanMessage("Plan my day.")]
+    )
+    assert conversation_session(None, opening).startswith("chat:")

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from toolweave.native.states.state_file import read_header
+
 TOOLS = [
     {
         "name": "get_weather",
@@ -91,6 +93,10 @@ def test_second_call_process_restores_the_prompt(tools_file: Path, tmp_path: Pat
     assert c2["prefilled"] < c1["prefilled"]
     assert second["calls"] == first["calls"]
     assert first["calls"], "the forced weather request makes a call"
+    # The states of calls on one catalogue share a session of their own: calls on
+    # another tools file do not count against their budget.
+    sessions = {read_header(f).session for f in states.glob("*.twstate")}
+    assert len(sessions) == 1 and next(iter(sessions)).startswith("call:"), sessions
 
 
 def test_no_cache_saves_nothing(tools_file: Path, tmp_path: Path) -> None:
