@@ -50,6 +50,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from toolweave.adapters.bench.session_models import CONFIGS
 from toolweave.adapters.bench.session_run import Conversation, conversations
 from toolweave.adapters.bench.session_summary import plot_report, print_report, ratios, summarize
 from toolweave.errors import ToolweaveError
@@ -57,14 +58,7 @@ from toolweave.models import MODELS, resolve_model
 
 __all__ = ["bench_session", "ratios", "run_configs", "summarize"]
 
-CONFIG_NAMES = (
-    "chat_llama_cpp",
-    "grammar",
-    "constrained",
-    "toolweave",
-    "no_session_drafts",
-    "early_tools",
-)
+CONFIG_NAMES = CONFIGS  # the configurations `make_config` builds, in report order
 #: Longest a new-process run of one configuration may take, per turn.
 _WORKER_S_PER_TURN = 300.0
 
