@@ -10,6 +10,7 @@ and the checked calls and stats of a result in `caller_result`.
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
@@ -157,6 +158,7 @@ class ToolCaller(CallerDrafting):
         # forecasts than without (`toolweave bench fastpath`, 100 BFCL calls, SmolLM2).
         self.forecast = engine.batch_invariant if forecast is None else forecast
         self.session_drafts = session_drafts
+        self._prompt_memo: tuple[tuple[str, str | None], tuple[int, ...]] | None = None
         self._ranking = None
         if not engine.batch_invariant:
             # Measured now, while the KV cache is likely empty (see `engine_bound`).
@@ -184,13 +186,27 @@ class ToolCaller(CallerDrafting):
         )
 
     def prompt_tokens(self, request: str | Sequence[Message]) -> list[int]:
-        """The prompt's tokens: the template's control tokens, every message as text."""
-        return chat_tokens(
-            self.engine,
-            self.messages(request),
-            template=self.chat_template,
-            tools=self.prompt_tools,
+        """The prompt's tokens: the template's control tokens, every message as text.
+
+        The latest prompt's tokens are kept (a chat model asks for them to restore its
+        state and again to decode), by the messages' JSON text in their key order."""
+        messages = self.messages(request)
+        try:
+            key: tuple[str, str | None] | None = (
+                json.dumps(messages, ensure_ascii=False, allow_nan=False),
+                self.chat_template,
+            )
+        except (TypeError, ValueError):  # not plain JSON: render it every time
+            key = None
+        memo = self._prompt_memo
+        if key is not None and memo is not None and memo[0] == key:
+            return list(memo[1])
+        tokens = chat_tokens(
+            self.engine, messages, template=self.chat_template, tools=self.prompt_tools
         )
+        if key is not None:
+            self._prompt_memo = (key, tuple(tokens))
+        return tokens
 
     # ------------------------------------------------------------------ decoding
     def call(

@@ -15,6 +15,8 @@ import copy
 import json
 import os
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -268,13 +270,42 @@ def _normalise_parameters(name: str, raw: Any) -> dict[str, Any]:
         **schema,
     }
     try:
-        validator_for(normalised).check_schema(normalised)
+        _check_schema(normalised)
     except SchemaError as exc:
         where = "/".join(str(part) for part in exc.absolute_path) or "(root)"
         raise ToolSpecError(
             name, f"parameters is not a valid JSON Schema at {where}: {exc.message}"
         ) from None
     return normalised
+
+
+# Schemas already checked against their meta-schema, by canonical JSON text. A chat model
+# or server builds every bound tool's spec again on each request, and the meta-schema
+# check is most of that cost (about a millisecond a tool); a schema's validity depends on
+# its content alone. Bounded: least recently checked out first.
+_CHECKED_MAX = 1024
+_checked: OrderedDict[str, None] = OrderedDict()
+_checked_lock = threading.Lock()
+
+
+def _check_schema(schema: dict[str, Any]) -> None:
+    """`check_schema` of the schema's validator class, once per distinct valid schema;
+    raises `SchemaError` (an invalid schema is checked again every time)."""
+    try:
+        key = json.dumps(schema, sort_keys=True, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError):  # not plain JSON: check it every time
+        validator_for(schema).check_schema(schema)
+        return
+    with _checked_lock:
+        if key in _checked:
+            _checked.move_to_end(key)
+            return
+    validator_for(schema).check_schema(schema)
+    with _checked_lock:
+        _checked[key] = None
+        _checked.move_to_end(key)
+        while len(_checked) > _CHECKED_MAX:
+            _checked.popitem(last=False)
 
 
 def _convert_bfcl(node: Any) -> Any:

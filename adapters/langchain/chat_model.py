@@ -66,7 +66,7 @@ from toolweave.adapters.langchain.chat_states import (
 from toolweave.adapters.langchain.chat_streaming import ChatStreaming
 from toolweave.adapters.langchain.messages import PROVIDER
 from toolweave.adapters.langchain.profile import model_profile
-from toolweave.adapters.langchain.request_plan import openai_tool, tool_choice_name
+from toolweave.adapters.langchain.request_plan import bound_specs, openai_tool, tool_choice_name
 from toolweave.adapters.langchain.structured import structured_output_runnable
 from toolweave.errors import ToolSpecError
 from toolweave.events import Observer
@@ -75,7 +75,6 @@ from toolweave.modes import MODES, check_mode
 from toolweave.native.engine import Engine
 from toolweave.prompting.template_file import check_chat_template
 from toolweave.sampling import Sampling
-from toolweave.toolspec import ToolSpec
 
 __all__ = [
     "DEFAULT_STORE",
@@ -310,7 +309,7 @@ class ChatToolweave(ChatStreaming, ChatDecoding, BaseChatModel):
     ) -> Runnable[LanguageModelInput, AIMessage]:
         """Bind tools (LangChain tools, functions, pydantic models or JSON schemas)."""
         formatted = [openai_tool(t) for t in tools]
-        specs = [ToolSpec.from_dict(t) for t in formatted]  # reject bad schemas now
+        specs = bound_specs(formatted)  # reject bad schemas now
         names = [s.name for s in specs]
         if tool_choice is True:
             tool_choice = "required" if len(specs) != 1 else names[0]

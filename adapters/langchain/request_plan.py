@@ -8,6 +8,8 @@ tool-choice and response-format shapes and the tool calls already made in a hist
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -61,8 +63,7 @@ def plan_request(
     if grammar is not None:
         return RequestPlan("grammar", extra={"grammar": grammar})
     schema = response_schema(response_format) if response_format is not None else None
-    # Read-only tools (annotations, then name and description) get provisional calls.
-    specs = tuple(with_read_only([ToolSpec.from_dict(t) for t in tools or ()]))
+    specs = bound_specs(tools or ())
     if not specs or tool_choice == "none":
         kind: PlanKind = "text" if schema is None else "json"
         return RequestPlan(kind, specs, schema=schema)
@@ -72,6 +73,36 @@ def plan_request(
     if tool_choice in ("any", "required"):
         return RequestPlan("call", specs)
     return RequestPlan("auto", specs, schema=schema)
+
+
+# The specs of recently bound tool lists, by their JSON text: an agent binds the same
+# tools on every model call, and parsing and classifying them is pure. Bounded.
+_SPECS_MAX = 64
+_specs: OrderedDict[str, tuple[ToolSpec, ...]] = OrderedDict()
+_specs_lock = threading.Lock()
+
+
+def bound_specs(tools: Sequence[Mapping[str, Any]]) -> tuple[ToolSpec, ...]:
+    """The specs of bound tools (OpenAI format), read-only decided (annotations, then
+    name and description: read-only tools get provisional calls). Raises
+    `ToolSpecError` for a bad tool, on every request that binds it."""
+    try:
+        key: str | None = json.dumps(list(tools), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError):  # not plain JSON: build them every time
+        key = None
+    if key is not None:
+        with _specs_lock:
+            hit = _specs.get(key)
+            if hit is not None:
+                _specs.move_to_end(key)
+                return hit
+    specs = tuple(with_read_only([ToolSpec.from_dict(t) for t in tools]))
+    if key is not None:
+        with _specs_lock:
+            _specs[key] = specs
+            while len(_specs) > _SPECS_MAX:
+                _specs.popitem(last=False)
+    return specs
 
 
 def tool_choice_name(choice: Any) -> str | None:

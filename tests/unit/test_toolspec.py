@@ -301,3 +301,35 @@ def test_tool_queries_name_known_tools() -> None:
     assert len(queries) >= 30
     assert {q["tool"] for q in queries} == names
     assert all(isinstance(q["query"], str) and q["query"] for q in queries)
+
+
+def test_schema_checks_are_kept_per_content_and_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A valid schema is checked against its meta-schema once (the same content in another
+    key order too); an invalid one fails on every build; the record stays bounded."""
+    import toolweave.toolspec as ts
+
+    checks: list[str] = []
+    real = ts.validator_for
+
+    def counting(schema: Any, *args: Any, **kwargs: Any) -> Any:
+        checks.append(json.dumps(schema, sort_keys=True))
+        return real(schema, *args, **kwargs)
+
+    monkeypatch.setattr(ts, "validator_for", counting)
+    monkeypatch.setattr(ts, "_CHECKED_MAX", 3)
+    monkeypatch.setattr(ts, "_checked", type(ts._checked)())
+    params = {"type": "object", "properties": {"q": {"type": "string"}, "n": {"type": "integer"}}}
+    first = ToolSpec.from_dict({"name": "find", "parameters": params})
+    swapped = {"properties": {"n": {"type": "integer"}, "q": {"type": "string"}}, "type": "object"}
+    again = ToolSpec.from_dict({"name": "find", "parameters": swapped})
+    assert len(checks) == 1 and first.required == again.required == ()
+    bad = {"name": "bad", "parameters": {"type": "object", "properties": {"q": {"type": 3}}}}
+    for _ in range(2):
+        with pytest.raises(ToolSpecError, match="not a valid JSON Schema"):
+            ToolSpec.from_dict(bad)
+    assert len(checks) == 3  # checked both times, never recorded
+    for i in range(5):
+        ToolSpec.from_dict({"name": f"t{i}", "parameters": {"type": "object", "minProperties": i}})
+    assert len(ts._checked) == 3
+    ToolSpec.from_dict({"name": "find", "parameters": params})  # evicted: checked again
+    assert len(checks) == 9
