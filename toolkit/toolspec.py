@@ -15,8 +15,6 @@ import copy
 import json
 import os
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -28,6 +26,7 @@ from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
 
 from toolweave.errors import ToolSpecError
+from toolweave.memo import BoundedMemo
 
 __all__ = ["ToolCall", "ToolSpec", "load_tools", "load_tools_file"]
 
@@ -283,9 +282,7 @@ def _normalise_parameters(name: str, raw: Any) -> dict[str, Any]:
 # or server builds every bound tool's spec again on each request, and the meta-schema
 # check is most of that cost (about a millisecond a tool); a schema's validity depends on
 # its content alone. Bounded: least recently checked out first.
-_CHECKED_MAX = 1024
-_checked: OrderedDict[str, None] = OrderedDict()
-_checked_lock = threading.Lock()
+_checked: BoundedMemo[bool] = BoundedMemo(1024)
 
 
 def _check_schema(schema: dict[str, Any]) -> None:
@@ -296,16 +293,10 @@ def _check_schema(schema: dict[str, Any]) -> None:
     except (TypeError, ValueError):  # not plain JSON: check it every time
         validator_for(schema).check_schema(schema)
         return
-    with _checked_lock:
-        if key in _checked:
-            _checked.move_to_end(key)
-            return
+    if _checked.get(key):
+        return
     validator_for(schema).check_schema(schema)
-    with _checked_lock:
-        _checked[key] = None
-        _checked.move_to_end(key)
-        while len(_checked) > _CHECKED_MAX:
-            _checked.popitem(last=False)
+    _checked.put(key, True)
 
 
 def _convert_bfcl(node: Any) -> Any:

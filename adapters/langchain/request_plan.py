@@ -8,8 +8,6 @@ tool-choice and response-format shapes and the tool calls already made in a hist
 from __future__ import annotations
 
 import json
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -20,6 +18,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from toolweave.adapters.langchain.tools import annotations_from_langchain
 from toolweave.errors import ToolSpecError
+from toolweave.memo import BoundedMemo
 from toolweave.readonly import with_read_only
 from toolweave.results import CallResult
 from toolweave.toolspec import ToolSpec
@@ -77,9 +76,7 @@ def plan_request(
 
 # The specs of recently bound tool lists, by their JSON text: an agent binds the same
 # tools on every model call, and parsing and classifying them is pure. Bounded.
-_SPECS_MAX = 64
-_specs: OrderedDict[str, tuple[ToolSpec, ...]] = OrderedDict()
-_specs_lock = threading.Lock()
+_specs: BoundedMemo[tuple[ToolSpec, ...]] = BoundedMemo(64)
 
 
 def bound_specs(tools: Sequence[Mapping[str, Any]]) -> tuple[ToolSpec, ...]:
@@ -90,18 +87,12 @@ def bound_specs(tools: Sequence[Mapping[str, Any]]) -> tuple[ToolSpec, ...]:
         key: str | None = json.dumps(list(tools), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError):  # not plain JSON: build them every time
         key = None
-    if key is not None:
-        with _specs_lock:
-            hit = _specs.get(key)
-            if hit is not None:
-                _specs.move_to_end(key)
-                return hit
+    hit = _specs.get(key) if key is not None else None
+    if hit is not None:
+        return hit
     specs = tuple(with_read_only([ToolSpec.from_dict(t) for t in tools]))
     if key is not None:
-        with _specs_lock:
-            _specs[key] = specs
-            while len(_specs) > _SPECS_MAX:
-                _specs.popitem(last=False)
+        _specs.put(key, specs)
     return specs
 
 

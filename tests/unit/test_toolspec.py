@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from toolweave.errors import ToolSpecError
+from toolweave.memo import BoundedMemo
 from toolweave.toolspec import ToolCall, ToolSpec, load_tools, load_tools_file
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -316,8 +317,7 @@ def test_schema_checks_are_kept_per_content_and_bounded(monkeypatch: pytest.Monk
         return real(schema, *args, **kwargs)
 
     monkeypatch.setattr(ts, "validator_for", counting)
-    monkeypatch.setattr(ts, "_CHECKED_MAX", 3)
-    monkeypatch.setattr(ts, "_checked", type(ts._checked)())
+    monkeypatch.setattr(ts, "_checked", BoundedMemo(3))
     params = {"type": "object", "properties": {"q": {"type": "string"}, "n": {"type": "integer"}}}
     first = ToolSpec.from_dict({"name": "find", "parameters": params})
     swapped = {"properties": {"n": {"type": "integer"}, "q": {"type": "string"}}, "type": "object"}
@@ -333,3 +333,14 @@ def test_schema_checks_are_kept_per_content_and_bounded(monkeypatch: pytest.Monk
     assert len(ts._checked) == 3
     ToolSpec.from_dict({"name": "find", "parameters": params})  # evicted: checked again
     assert len(checks) == 9
+
+
+def test_bounded_memo_keeps_the_most_recently_used() -> None:
+    memo: BoundedMemo[int] = BoundedMemo(2)
+    memo.put("a", 1)
+    memo.put("b", 2)
+    assert memo.get("a") == 1  # now the most recent: "b" goes first
+    memo.put("c", 3)
+    assert (memo.get("a"), memo.get("b"), memo.get("c"), len(memo)) == (1, None, 3, 2)
+    with pytest.raises(ValueError, match="at least 1"):
+        BoundedMemo(0)
