@@ -13,10 +13,13 @@ All costs are milliseconds measured on the engine (`StoreCosts`).
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -29,6 +32,7 @@ __all__ = [
     "choose_restore",
     "common_prefix",
     "plan_passes",
+    "session_name",
 ]
 
 
@@ -273,3 +277,11 @@ class CheckpointPolicy:
             return self.recency_weight * recency[e.key] + self.value_weight * value[e.key] / top
 
         return sorted(entries, key=lambda e: (score(e), e.last_used, e.key))
+
+
+def session_name(kind: str, head: Any) -> str:
+    """A store session's name: `kind`, a colon and a digest of `head` (what all requests
+    of the session share, as JSON), the same in every process. Sessions have budgets of
+    their own (`CheckpointPolicy.max_per_session`), so one never evicts another's states."""
+    text = json.dumps(head, sort_keys=True, default=str, ensure_ascii=False)
+    return f"{kind}:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -11,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from toolweave.checkpoints import session_name
 from toolweave.disk_cache import cache_root, parse_size
 from toolweave.formats import FORMATS, get_format
 from toolweave.models import MODELS, resolve_model
@@ -215,9 +215,7 @@ def _session(caller: ToolCaller) -> str:
     """The store session of calls on one catalogue and system prompt (``call:`` and a
     digest): their states share one budget of the store's policy, and calls on another
     tools file do not evict them."""
-    head = [caller.system, [[t.name, t.description] for t in caller.tools]]
-    text = json.dumps(head, sort_keys=True, default=str, ensure_ascii=False)
-    return "call:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    return session_name("call", [caller.system, [[t.name, t.description] for t in caller.tools]])
 
 
 def _check_call_inputs(tools: Path, mode: str, fmt: str | None) -> tuple[ToolSpec, ...]:

@@ -5,8 +5,6 @@ and starts each prompt from its longest saved prefix."""
 from __future__ import annotations
 
 import atexit
-import hashlib
-import json
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
+from toolweave.checkpoints import session_name
 from toolweave.disk_cache import cache_root
 from toolweave.events import Observer, PromptCacheEvent
 from toolweave.native.engine import Engine
@@ -69,8 +68,7 @@ def conversation_session(system: str | None, messages: Sequence[BaseMessage]) ->
         head.append([message.type, message.content])
         if isinstance(message, HumanMessage):
             break
-    text = json.dumps(head, sort_keys=True, default=str, ensure_ascii=False)
-    return "chat:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    return session_name("chat", head)
 
 
 class PromptStates:
