@@ -48,6 +48,21 @@ def _model(
     )
 
 
+def _resumes_from_disk(
+    tmp_path: Path, messages: list[BaseMessage], live: int, **options: int
+) -> None:
+    """A new model on the same store directory starts `messages` from a state on disk
+    covering the `live` tokens the earlier model left (all but the last token at least)."""
+    later = _Events()
+    again = _model(tmp_path, later, **options)
+    try:
+        again.invoke(messages)
+        start = later.prompts[-1]
+        assert start.source == "disk" and start.reused >= live - 1, start
+    finally:
+        again.close_engine()
+
+
 def test_the_answer_and_the_call_stay_cached_for_the_next_prompt(tmp_path: Path) -> None:
     """Each next prompt reuses its predecessor and the response decoded after it, up to
     where the template's rendering of that response departs from the decoded tokens."""
@@ -116,14 +131,7 @@ def test_the_turn_is_saved_off_the_request_path_for_a_later_process(tmp_path: Pa
         model.close_engine()
         if model.store is not None:
             model.store.close()
-    later = _Events()
-    again = _model(tmp_path, later)
-    try:
-        again.invoke([*history, answer, HumanMessage("And of Asia?")])
-        start = later.prompts[-1]
-        assert start.source == "disk" and start.reused >= live - 1, start
-    finally:
-        again.close_engine()
+    _resumes_from_disk(tmp_path, [*history, answer, HumanMessage("And of Asia?")], live)
 
 
 def test_each_conversation_keeps_its_own_states(tmp_path: Path) -> None:
@@ -147,14 +155,13 @@ def test_each_conversation_keeps_its_own_states(tmp_path: Path) -> None:
         model.close_engine()
         if model.store is not None:
             model.store.close()
-    later = _Events()
-    again = _model(tmp_path, later, max_tokens=16, per_session=1)
-    try:
-        again.invoke([*first, answer, HumanMessage("And their lengths?")])
-        start = later.prompts[-1]
-        assert start.source == "disk" and start.reused >= live - 1, start
-    finally:
-        again.close_engine()
+    _resumes_from_disk(
+        tmp_path,
+        [*first, answer, HumanMessage("And their lengths?")],
+        live,
+        max_tokens=16,
+        per_session=1,
+    )
 
 
 def test_a_conversation_session_is_its_opening() -> None:
