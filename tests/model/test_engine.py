@@ -8,11 +8,11 @@ default engine and Gemma 3 (Q4_K) do not: see docs/architecture.md.
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cancel_flag import SetAfter
 
 from toolweave.errors import ContextFullError, EngineError, ModelError, SequenceError
 from toolweave.models import default_model_path
@@ -166,25 +166,13 @@ def test_closed_engine_refuses_work() -> None:
             read()
 
 
-class _SetAfter(threading.Event):
-    """A cancel flag that reads as set from its `n`-th check on (one check per pass)."""
-
-    def __init__(self, n: int) -> None:
-        super().__init__()
-        self.checks, self.n = 0, n
-
-    def is_set(self) -> bool:
-        self.checks += 1
-        return self.checks >= self.n
-
-
 def test_prefill_cancelled_between_chunks_leaves_the_sequence_as_it_was() -> None:
     with Engine(default_model_path(), n_ctx=256, n_seq_max=2, n_batch=16) as eng:
         tokens = eng.tokenize(PROMPTS[0] * 3)
         assert len(tokens) > 5 + 32
         eng.prefill(0, tokens[:5])
         passes = eng.counters.forward_passes
-        with cancel_scope(_SetAfter(3)), pytest.raises(DecodeCancelledError):
+        with cancel_scope(SetAfter(3)), pytest.raises(DecodeCancelledError):
             eng.prefill(0, tokens[5:])  # two 16-token chunks run, the third is cancelled
         assert eng.counters.forward_passes - passes == 2
         assert eng.seq_len(0) == 5

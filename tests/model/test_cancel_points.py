@@ -1,0 +1,87 @@
+"""A tool call cancelled at any forward pass leaves the engine as a new request needs it.
+
+The request is cancelled at its 1st, 2nd, ... pass until it runs to the end, in each
+decoding mode, on a read-only tool with two required values and an optional one (so
+`fast` and `lossless` draft the values on branch sequences for a provisional call).
+After every cancellation no other sequence holds a cell, the request's sequence holds
+exactly its recorded tokens (the prompt cache can be trusted), and the next request,
+reusing that cache, gives the calls of an uncancelled one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from cancel_flag import SetAfter
+
+from toolweave.native.caller import ToolCaller
+from toolweave.native.concurrency import DecodeCancelledError, cancel_scope
+from toolweave.native.engine import Engine
+from toolweave.toolspec import ToolSpec
+
+FLIGHT = ToolSpec.from_dict(
+    {
+        "name": "find_flights",
+        "description": "List the flights between two cities.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "origin": {"type": "string"},
+                "destination": {"type": "string"},
+                "seat": {"type": "string", "enum": ["window", "aisle"]},
+            },
+            "required": ["origin", "destination"],
+        },
+    }
+).with_read_only(True)  # read-only, with an optional value: its values are drafted
+QUERY = "Find me a flight from Paris to Tokyo."
+#: More passes than any of these calls takes (a bound on the loop, not a figure).
+MAX_PASSES = 200
+
+
+def calls(engine: Engine, mode: str) -> list[dict[str, Any]]:
+    """The calls of a new caller (one that has learned no value lengths yet, so its first
+    call takes the same passes every time)."""
+    caller = ToolCaller(engine, [FLIGHT], max_tokens=48)
+    return [c.to_dict() for c in caller.call(QUERY, mode).calls]
+
+
+def cancelled_at(engine: Engine, mode: str, n: int) -> list[dict[str, Any]] | None:
+    """A request cancelled at its `n`-th pass: None, after checking what it left behind;
+    or its calls if it ended first."""
+    try:
+        with cancel_scope(SetAfter(n)):
+            return calls(engine, mode)
+    except DecodeCancelledError:
+        assert_clean(engine, 0)
+        return None
+
+
+def assert_clean(engine: Engine, seq: int) -> None:
+    held = [s for s in range(engine.n_seq_max) if s != seq and engine.seq_len(s)]
+    assert held == [], f"sequences {held} still hold cells"
+    assert engine.seq_len(seq) == len(engine.seq_tokens.get(seq, []))
+
+
+@pytest.mark.parametrize("mode", ["constrained", "lossless", "fast"])
+def test_a_call_cancelled_at_any_pass_leaves_nothing_behind(engine: Engine, mode: str) -> None:
+    engine.clear()
+    reference = calls(engine, mode)
+    assert reference and reference[0]["name"] == "find_flights"
+    cancelled = 0
+    for n in range(1, MAX_PASSES):
+        # Cold, then with whatever the cancelled attempt left cached (its prompt, or part
+        # of it): the same pass number falls at a different step of the request.
+        engine.clear()
+        outcomes = [cancelled_at(engine, mode, n), cancelled_at(engine, mode, n)]
+        cancelled += outcomes.count(None)
+        for got in outcomes:
+            assert got is None or got == reference
+        if outcomes == [reference, reference]:
+            break
+    else:
+        pytest.fail(f"still cancelled after {MAX_PASSES} passes")
+    assert cancelled >= 5
+    assert_clean(engine, 0)
+    assert calls(engine, mode) == reference
