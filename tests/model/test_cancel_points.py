@@ -10,14 +10,18 @@ reusing that cache, gives the calls of an uncancelled one.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from cancel_flag import SetAfter
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from toolweave.adapters.langchain.chat_model import ChatToolweave
 from toolweave.native.caller import ToolCaller
 from toolweave.native.concurrency import DecodeCancelledError, cancel_scope
 from toolweave.native.engine import Engine
+from toolweave.native.states.store import StateStore
 from toolweave.toolspec import ToolSpec
 
 FLIGHT = ToolSpec.from_dict(
@@ -85,3 +89,47 @@ def test_a_call_cancelled_at_any_pass_leaves_nothing_behind(engine: Engine, mode
     assert cancelled >= 5
     assert_clean(engine, 0)
     assert calls(engine, mode) == reference
+
+
+# -- ChatToolweave: an agent's later turn, with the prompt-state store -----------------------
+
+
+def answer(message: AIMessage) -> tuple[Any, list[tuple[str, Any]]]:
+    return message.content, [(c["name"], c["args"]) for c in message.tool_calls]
+
+
+def test_a_chat_turn_cancelled_at_any_pass_leaves_nothing_behind(tmp_path: Path) -> None:
+    """A later turn of an agent (a tool result to answer, the next call to make), its
+    prompt restored from the state store, cancelled at every pass: the engine stays
+    clean and the next turn answers as an uncancelled one."""
+    model = ChatToolweave(
+        n_ctx=2048, max_tokens=32, state_store=StateStore(tmp_path), private_engine=True
+    )
+    try:
+        bound = model.bind_tools([FLIGHT.to_dict()])
+        first = model.bind_tools([FLIGHT.to_dict()], tool_choice="any").invoke(QUERY)
+        assert first.tool_calls, first
+        history: list[BaseMessage] = [
+            HumanMessage(QUERY),
+            first,
+            ToolMessage("AF276 at 23:25, NH216 at 21:55.", tool_call_id=first.tool_calls[0]["id"]),
+            HumanMessage("And from Tokyo back to Paris?"),
+        ]
+        engine = model.engine
+        reference = bound.invoke(history)
+        turns = 0
+        for n in range(1, MAX_PASSES):
+            try:
+                with cancel_scope(SetAfter(n)):
+                    got = bound.invoke(history)
+            except DecodeCancelledError:
+                turns += 1
+                assert_clean(engine, 0)
+                continue
+            assert answer(got) == answer(reference)
+            break
+        else:
+            pytest.fail(f"still cancelled after {MAX_PASSES} passes")
+        assert turns >= 8, turns  # prefill, the call's passes and its drafts
+    finally:
+        model.close_engine()
