@@ -132,68 +132,17 @@ def draft_values(
     if len(branch_seqs) < len(keys):
         raise ConstraintError(f"{len(keys)} values need {len(keys)} free sequences")
     branches: list[Branch] = []
-    try:  # every branch copied so far is freed, also when a pass is cancelled
+    try:  # every branch copied so far is freed, whatever pass stops the request
         for key, suffix, bseq in zip(keys, suffixes, branch_seqs, strict=False):
-            matcher = TokenMatcher(vocab, grammar_for(key, suffix))
-            # The forced start of the value (a string's quote) is written with the key, so
-            # the branch tokenizes `":"` as the serial decoder's jump-forward does.
-            lead = matcher.forced_text()
-            lead_tokens = engine.tokenize(lead, parse_special=False) if lead else []
-            if lead_tokens and matcher.accepts_prefix(lead_tokens) == len(lead_tokens):
-                matcher.consume_many(lead_tokens)
-            else:
-                lead = ""
-            text = head + json.dumps(key, ensure_ascii=False) + ":" + lead
-            base = _text_prefix_len(engine, committed, text, len(committed))
-            rest = engine.tokenize(
-                text[len(engine.detokenize(committed[:base])) :], parse_special=False
-            )
-            if not rest and base < len(committed):
-                base -= 1  # need a token to ask logits from
-                rest = engine.tokenize(
-                    text[len(engine.detokenize(committed[:base])) :], parse_special=False
-                )
-            br = Branch(key, bseq, matcher, lead=lead, base=base, pos=prompt_len + base, rest=rest)
-            br.done = matcher.stopped
+            br = _branch(engine, vocab, key, grammar_for(key, suffix), bseq, head, committed)
+            br.pos = prompt_len + br.base
             branches.append(br)
             engine.seq_remove(bseq)
-            engine.seq_copy(seq, bseq, 0, prompt_len + min(base, kv_len))
-
-        # Skeleton pass: pending committed tokens (shared by seq 0 and every branch whose base
-        # covers them) and each branch's own key tokens, logits at each branch's last token.
-        items: list[BatchToken] = []
-        owners: list[tuple[str | None, list[Branch]]] = []
-        pending = list(committed[kv_len:])
-        for i, tok in enumerate(pending):
-            idx = kv_len + i
-            ids = (seq, *(b.seq for b in branches if b.base > idx))
-            last_pending = i == len(pending) - 1
-            wants = [b for b in branches if b.base == idx + 1 and not b.rest]
-            flag = last_pending or bool(wants)
-            items.append(BatchToken(tok, prompt_len + idx, ids, flag))
-            if flag:
-                owners.append(("seq0" if last_pending else None, wants))
-        for b in branches:
-            for j, tok in enumerate(b.rest):
-                last = j == len(b.rest) - 1
-                items.append(BatchToken(tok, b.pos + j, (b.seq,), last))
-                if last:
-                    owners.append((None, [b]))
-            b.pos += len(b.rest)
-        passes = 0
-        seq0_logits = logits
-        if items:
-            rows = engine.forward(items)
-            passes += 1
-            for row, (tag, owned) in zip(rows, owners, strict=True):
-                if tag == "seq0":
-                    seq0_logits = row
-                for b in owned:
-                    b.logits = row
-        for b in branches:
-            if b.logits is None:  # branch continues exactly from sequence 0's last token
-                b.logits = seq0_logits
-
+            engine.seq_copy(seq, bseq, 0, prompt_len + min(br.base, kv_len))
+        skeleton_tokens, seq0_logits = _skeleton_pass(
+            engine, branches, seq, prompt_len, committed, kv_len, logits
+        )
+        passes = 1 if skeleton_tokens else 0
         try:
             passes += _decode_values(engine, branches, batch_pays, sampler)
             values: dict[str, str] | None = {b.key: b.text(engine) for b in branches}
@@ -208,10 +157,88 @@ def draft_values(
         error=error,
         lengths=[len(b.tokens) for b in branches],
         passes=passes,
-        skeleton_tokens=len(items),
+        skeleton_tokens=skeleton_tokens,
         kv_tokens=list(committed),
         logits=seq0_logits,
     )
+
+
+def _branch(
+    engine: Engine,
+    vocab: Vocabulary,
+    key: str,
+    grammar: str,
+    bseq: int,
+    head: str,
+    committed: Sequence[int],
+) -> Branch:
+    """The branch of `key` in `bseq`: the committed tokens it shares with sequence 0
+    (`base`) and the key tokens it adds (`rest`); no KV is written."""
+    matcher = TokenMatcher(vocab, grammar)
+    # The forced start of the value (a string's quote) is written with the key, so
+    # the branch tokenizes `":"` as the serial decoder's jump-forward does.
+    lead = matcher.forced_text()
+    lead_tokens = engine.tokenize(lead, parse_special=False) if lead else []
+    if lead_tokens and matcher.accepts_prefix(lead_tokens) == len(lead_tokens):
+        matcher.consume_many(lead_tokens)
+    else:
+        lead = ""
+    text = head + json.dumps(key, ensure_ascii=False) + ":" + lead
+    base = _text_prefix_len(engine, committed, text, len(committed))
+    rest = engine.tokenize(text[len(engine.detokenize(committed[:base])) :], parse_special=False)
+    if not rest and base < len(committed):
+        base -= 1  # need a token to ask logits from
+        rest = engine.tokenize(
+            text[len(engine.detokenize(committed[:base])) :], parse_special=False
+        )
+    br = Branch(key, bseq, matcher, lead=lead, base=base, rest=rest)
+    br.done = matcher.stopped
+    return br
+
+
+def _skeleton_pass(
+    engine: Engine,
+    branches: list[Branch],
+    seq: int,
+    prompt_len: int,
+    committed: Sequence[int],
+    kv_len: int,
+    logits: NDArray[np.float32],
+) -> tuple[int, NDArray[np.float32]]:
+    """Pending committed tokens (shared by seq 0 and every branch whose base covers them)
+    and each branch's own key tokens in one pass, logits at each branch's last token.
+    Returns the pass's tokens (0: no pass) and sequence 0's logits after it."""
+    items: list[BatchToken] = []
+    owners: list[tuple[str | None, list[Branch]]] = []
+    pending = list(committed[kv_len:])
+    for i, tok in enumerate(pending):
+        idx = kv_len + i
+        ids = (seq, *(b.seq for b in branches if b.base > idx))
+        last_pending = i == len(pending) - 1
+        wants = [b for b in branches if b.base == idx + 1 and not b.rest]
+        flag = last_pending or bool(wants)
+        items.append(BatchToken(tok, prompt_len + idx, ids, flag))
+        if flag:
+            owners.append(("seq0" if last_pending else None, wants))
+    for b in branches:
+        for j, tok in enumerate(b.rest):
+            last = j == len(b.rest) - 1
+            items.append(BatchToken(tok, b.pos + j, (b.seq,), last))
+            if last:
+                owners.append((None, [b]))
+        b.pos += len(b.rest)
+    seq0_logits = logits
+    if items:
+        rows = engine.forward(items)
+        for row, (tag, owned) in zip(rows, owners, strict=True):
+            if tag == "seq0":
+                seq0_logits = row
+            for b in owned:
+                b.logits = row
+    for b in branches:
+        if b.logits is None:  # branch continues exactly from sequence 0's last token
+            b.logits = seq0_logits
+    return len(items), seq0_logits
 
 
 def _decode_values(
