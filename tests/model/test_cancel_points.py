@@ -10,8 +10,10 @@ reusing that cache, gives the calls of an uncancelled one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from cancel_flag import SetAfter
@@ -40,6 +42,7 @@ FLIGHT = ToolSpec.from_dict(
     }
 ).with_read_only(True)  # read-only, with an optional value: its values are drafted
 QUERY = "Find me a flight from Paris to Tokyo."
+T = TypeVar("T")
 #: More passes than any of these calls takes (a bound on the loop, not a figure).
 MAX_PASSES = 200
 
@@ -51,12 +54,12 @@ def calls(engine: Engine, mode: str) -> list[dict[str, Any]]:
     return [c.to_dict() for c in caller.call(QUERY, mode).calls]
 
 
-def cancelled_at(engine: Engine, mode: str, n: int) -> list[dict[str, Any]] | None:
-    """A request cancelled at its `n`-th pass: None, after checking what it left behind;
-    or its calls if it ended first."""
+def cancelled_at(engine: Engine, request: Callable[[], T], n: int) -> T | None:
+    """`request()` cancelled at its `n`-th pass: None, after checking what it left behind;
+    or its result if it ended first."""
     try:
         with cancel_scope(SetAfter(n)):
-            return calls(engine, mode)
+            return request()
     except DecodeCancelledError:
         assert_clean(engine, 0)
         return None
@@ -78,7 +81,8 @@ def test_a_call_cancelled_at_any_pass_leaves_nothing_behind(engine: Engine, mode
         # Cold, then with whatever the cancelled attempt left cached (its prompt, or part
         # of it): the same pass number falls at a different step of the request.
         engine.clear()
-        outcomes = [cancelled_at(engine, mode, n), cancelled_at(engine, mode, n)]
+        request = partial(calls, engine, mode)
+        outcomes = [cancelled_at(engine, request, n), cancelled_at(engine, request, n)]
         cancelled += outcomes.count(None)
         for got in outcomes:
             assert got is None or got == reference
@@ -119,12 +123,9 @@ def test_a_chat_turn_cancelled_at_any_pass_leaves_nothing_behind(tmp_path: Path)
         reference = bound.invoke(history)
         turns = 0
         for n in range(1, MAX_PASSES):
-            try:
-                with cancel_scope(SetAfter(n)):
-                    got = bound.invoke(history)
-            except DecodeCancelledError:
+            got = cancelled_at(engine, partial(bound.invoke, history), n)
+            if got is None:
                 turns += 1
-                assert_clean(engine, 0)
                 continue
             assert answer(got) == answer(reference)
             break
