@@ -296,15 +296,17 @@ def render_session(doc: Doc) -> list[str]:
         ]
         out += [f"{phase.replace('_', ' ')}:", md_table(headers, table)]
         out += _session_breakdown(phase, rows)
+    # Runs with BFCL and demo-server sessions: each source's ratios beside the run's.
+    parts = [("all", doc.get("ratios", {}))]
+    parts += [(source, part["ratios"]) for source, part in doc.get("by_source", {}).items()]
     ratio_rows = [
-        [phase, key, f"x{value:.2f}"]
-        for phase, values in doc.get("ratios", {}).items()
+        [phase, key, *([] if len(parts) == 1 else [source]), f"x{value:.2f}"]
+        for source, by_phase in parts
+        for phase, values in by_phase.items()
         for key, value in values.items()
         if value is not None
     ]
     if ratio_rows:
-        out += [
-            "Ratios (how many times faster or fewer):",
-            md_table(["phase", "metric", "ratio"], ratio_rows),
-        ]
+        headers = ["phase", "metric", *([] if len(parts) == 1 else ["sessions"]), "ratio"]
+        out += ["Ratios (how many times faster or fewer):", md_table(headers, ratio_rows)]
     return out

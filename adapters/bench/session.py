@@ -52,7 +52,13 @@ from rich.console import Console
 
 from toolweave.adapters.bench.session_models import CONFIGS
 from toolweave.adapters.bench.session_run import Conversation, conversations
-from toolweave.adapters.bench.session_summary import plot_report, print_report, ratios, summarize
+from toolweave.adapters.bench.session_summary import (
+    by_source,
+    plot_report,
+    print_report,
+    ratios,
+    summarize,
+)
 from toolweave.errors import ToolweaveError
 from toolweave.models import MODELS, resolve_model
 
@@ -272,6 +278,7 @@ def bench_session(
         "load_average": {"before": load_before, "after": os.getloadavg()},
         "summary": summary,
         "ratios": ratios(summary),
+        "by_source": by_source(records),
         "records": records,
     }
     json_out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -304,7 +304,10 @@ def run_session(
                     cfg.settle()
                     record["settle_ms"] = (time.perf_counter() - t_settle) * 1000
                     agents[cfg.name] = (agent, messages, expected)
-                    record.update(conversation=conv.id, turn=t, config=cfg.name, phase=phase)
+                    record.update(
+                        conversation=conv.id, source=conv.source, turn=t, config=cfg.name,
+                        phase=phase,
+                    )  # fmt: skip
                     records.append(record)
                     progress(
                         f"{phase} {conv.id} turn {t} {cfg.name}: {record['turn_ms']:.0f} ms, "

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from toolweave.adapters.bench.plotting import pyplot
 
-__all__ = ["plot_report", "print_report", "ratios", "summarize"]
+__all__ = ["by_source", "plot_report", "print_report", "ratios", "summarize"]
 
 
 def _median(values: Sequence[float]) -> float | None:
@@ -125,6 +125,20 @@ def ratios(summary: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str,
     return out
 
 
+def by_source(records: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The summary and ratios of each source of conversations ("bfcl": BFCL's, each with
+    its own tools; "mcp": the demo servers', one tool set for all) when a run has both:
+    how a session fares depends on whether its tool prompt was seen before."""
+    sources = list(dict.fromkeys(str(r["source"]) for r in records if r.get("source")))
+    if len(sources) < 2:
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for source in sources:
+        summary = summarize([r for r in records if r.get("source") == source])
+        out[source] = {"summary": summary, "ratios": ratios(summary)}
+    return out
+
+
 def _fmt(value: Any, unit: str = "") -> str:
     if value is None:
         return "-"
@@ -158,10 +172,15 @@ def print_report(report: dict[str, Any], console: Console) -> None:
             )
         console.print(table)
         console.print(_breakdown_table(phase, rows))
-        r = report.get("ratios", {}).get(phase, {})
-        shown = {k: f"x{v:.2f}" for k, v in r.items() if v is not None}
-        if shown:
-            console.print("  " + ", ".join(f"{k} {v}" for k, v in shown.items()))
+        _print_ratios("", report.get("ratios", {}).get(phase, {}), console)
+        for source, part in report.get("by_source", {}).items():
+            _print_ratios(f"{source}: ", part["ratios"].get(phase, {}), console)
+
+
+def _print_ratios(label: str, r: dict[str, float | None], console: Console) -> None:
+    shown = {k: f"x{v:.2f}" for k, v in r.items() if v is not None}
+    if shown:
+        console.print(f"  {label}" + ", ".join(f"{k} {v}" for k, v in shown.items()))
 
 
 def _breakdown_table(phase: str, rows: dict[str, dict[str, Any]]) -> Table:

@@ -10,6 +10,7 @@ import pytest
 
 from toolweave.adapters.bench.session import run_configs, summarize
 from toolweave.adapters.bench.session_run import Conversation, conversations
+from toolweave.adapters.bench.session_summary import by_source
 from toolweave.models import resolve_model
 
 FIELDS = {
@@ -25,6 +26,7 @@ FIELDS = {
     "answer",
     "error",
     "conversation",
+    "source",
     "turn",
     "config",
     "phase",
@@ -62,6 +64,7 @@ def test_tiny_session(tmp_path: Path) -> None:
     assert len(records) == len(names) * 2
     for r in records:
         assert set(r) == FIELDS
+        assert r["source"] == "mcp"
         assert r["error"] is None, r["error"]
         assert r["calls"], f"{r['config']} made no call on turn {r['turn']}"
         assert r["model_calls"] == 2  # the forced call, then the answer after the result
@@ -121,3 +124,30 @@ def test_warm_up_measures_the_logit_bound(tmp_path: Path, monkeypatch: pytest.Mo
         assert stored.is_file()
     finally:
         cfg.close()
+
+
+def _record(source: str, config: str, turn: int, first_tool_ms: float) -> dict[str, object]:
+    record: dict[str, object] = {field: 0.0 for field in FIELDS if field.endswith("_ms")}
+    record.update(
+        first_tool_ms=first_tool_ms, turn_ms=2 * first_tool_ms, prefilled_tokens=10,
+        decode_passes=5, calls=[{"name": "t", "arguments": {}}], error=None,
+        conversation=f"{source}_0", source=source, turn=turn, config=config, phase="warm",
+    )  # fmt: skip
+    return record
+
+
+def test_ratios_per_source_come_from_that_sources_turns_only() -> None:
+    times = {("bfcl", "chat_llama_cpp"): 300.0, ("bfcl", "toolweave"): 100.0}
+    times |= {("mcp", "chat_llama_cpp"): 200.0, ("mcp", "toolweave"): 400.0}
+    records = [
+        _record(source, config, turn, ms)
+        for (source, config), ms in times.items()
+        for turn in (0, 1)
+    ]
+    parts = by_source(records)
+    assert set(parts) == {"bfcl", "mcp"}
+    assert parts["bfcl"]["ratios"]["warm"]["first_tool_vs_chat_llama_cpp"] == pytest.approx(3.0)
+    assert parts["mcp"]["ratios"]["warm"]["first_tool_vs_chat_llama_cpp"] == pytest.approx(0.5)
+    assert parts["mcp"]["summary"]["warm"]["toolweave"]["turns"] == 2
+    # One source only: the run's own ratios are the source's.
+    assert by_source([r for r in records if r["source"] == "mcp"]) == {}
