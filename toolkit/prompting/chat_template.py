@@ -30,6 +30,7 @@ from toolweave.errors import ToolweaveError
 from toolweave.formats.base import CallFormat
 from toolweave.formats.syntax import default_call_id
 from toolweave.prompting.control_text import ControlStrings, Escaper, PromptPart, strings_in
+from toolweave.prompting.tool_listing import listed_parameters, listed_tool
 from toolweave.toolspec import ToolCall, ToolSpec
 
 __all__ = [
@@ -123,7 +124,7 @@ def _compiled(template: str) -> Template:
 def tools_system_prompt(tools: Sequence[ToolSpec], fmt: CallFormat) -> str:
     """The system prompt listing the tools and showing the call format."""
     listing = "\n".join(
-        json.dumps(t.to_dict(), ensure_ascii=False, separators=(",", ":")) for t in tools
+        json.dumps(listed_tool(t), ensure_ascii=False, separators=(",", ":")) for t in tools
     )
     example = fmt.serialize_call(ToolCall("function_name", {"argument": "value"}))
     return (
@@ -196,7 +197,7 @@ def openai_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
             "function": {
                 "name": t.name,
                 "description": t.description,
-                "parameters": json.loads(json.dumps(dict(t.parameters))),
+                "parameters": json.loads(json.dumps(listed_parameters(t.parameters))),
             },
         }
         for t in tools
