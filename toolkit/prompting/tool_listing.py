@@ -13,6 +13,7 @@ stays, as does every other keyword.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -62,7 +63,7 @@ def _strip(schema: Mapping[str, Any], name: str | None) -> dict[str, Any]:
                 for k, v in value.items()
             }
         else:
-            out[key] = value
+            out[key] = copy.deepcopy(value)  # the spec's own lists stay the spec's
     return out
 
 
