@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import warnings
+import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -24,13 +25,18 @@ if TYPE_CHECKING:
 __all__ = ["TokenMatcher", "Vocabulary", "top_with_gap", "vocabulary_for"]
 
 _cache_lock = threading.Lock()
-_cache: dict[int, Vocabulary] = {}
+# Keyed by the engine itself, weakly: a Vocabulary's tokenizer calls llama.cpp on its
+# engine's vocabulary, which dies with the engine. Keyed by id(), a new engine at a dead
+# one's address was handed the dead one's tokenizer (a use-after-free, seen as a crash in
+# the mask computation).
+_cache: weakref.WeakKeyDictionary[Engine, Vocabulary] = weakref.WeakKeyDictionary()
 
 
 class Vocabulary:
     """The llguidance tokenizer of one engine's vocabulary (built once, ~0.2-1 s)."""
 
     def __init__(self, engine: Engine) -> None:
+        self.engine = weakref.ref(engine)  # the engine whose vocabulary it reads
         self.n_vocab = engine.n_vocab
         self.eos_token = engine.eos_token
         with warnings.catch_warnings():  # llguidance calls a deprecated llama.cpp alias per token
@@ -47,13 +53,12 @@ class Vocabulary:
 
 
 def vocabulary_for(engine: Engine) -> Vocabulary:
-    """The cached `Vocabulary` of `engine`."""
-    key = id(engine)
+    """The `Vocabulary` of `engine`, built once and kept while the engine lives."""
     with _cache_lock:
-        vocab = _cache.get(key)
+        vocab = _cache.get(engine)
         if vocab is None or vocab.n_vocab != engine.n_vocab:
             vocab = Vocabulary(engine)
-            _cache[key] = vocab
+            _cache[engine] = vocab
         return vocab
 
 
