@@ -33,7 +33,8 @@ _cache: weakref.WeakKeyDictionary[Engine, Vocabulary] = weakref.WeakKeyDictionar
 
 
 class Vocabulary:
-    """The llguidance tokenizer of one engine's vocabulary (built once, ~0.2-1 s)."""
+    """The llguidance tokenizer of one engine's vocabulary, built once per engine (0.3 s
+    for SmolLM2's 49k tokens, 1.75 s for Gemma 3's 262k)."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = weakref.ref(engine)  # the engine whose vocabulary it reads
