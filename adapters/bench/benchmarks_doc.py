@@ -38,7 +38,7 @@ NAMES = ("engine", "fastpath", "serving", "pipeline", "session")
 GEMMA = (
     ("engine", "engine_gemma3"),
     ("fastpath", "fastpath_gemma3"),
-    ("session", "session_gemma3"),
+    ("session", "session_bfcl_mcp_gemma3"),
 )
 #: Pipeline configurations as the page names them.
 CONFIGS = dict(baseline="baseline", promptweaver="PromptWeaver", exspec="ExSpec", both="both")
@@ -156,9 +156,19 @@ def _session_row(doc: Doc) -> tuple[str, str, str]:
         f"{base['first_tool_ms_median']:.0f} ms "
         f"(x{ratios['first_tool_vs_chat_llama_cpp']:.2f}; prompt tokens prefilled a turn "
         f"{ours['prefilled_tokens_mean']:.0f} vs {base['prefilled_tokens_mean']:.0f}, "
-        f"see docs/session.md){_warm_ratio(doc, phase)}; session drafts "
-        f"{ours['session_accepted']}/{ours['session_drafted']} tokens accepted",
+        f"see docs/session.md){_warm_ratio(doc, phase)}{_source_ratios(doc, phase)}; "
+        f"session drafts {ours['session_accepted']}/{ours['session_drafted']} tokens accepted",
     )
+
+
+def _source_ratios(doc: Doc, phase: str) -> str:
+    """The same ratio on each source's turns alone, when the run has more than one source."""
+    parts = []
+    for source, part in sorted(doc.get("by_source", {}).items()):
+        ratio = part.get("ratios", {}).get(phase, {}).get("first_tool_vs_chat_llama_cpp")
+        if ratio is not None:
+            parts.append(f"{source.upper()} turns x{ratio:.2f}")
+    return f"; {', '.join(parts)}" if parts else ""
 
 
 def _warm_ratio(doc: Doc, phase: str) -> str:
