@@ -90,14 +90,16 @@ class CallDenied:
 
 @dataclass(frozen=True)
 class CallReused:
-    """Task `index` repeats a side effect already run in `round` of the same request: it
-    is not run again, the earlier `observation` stands for it."""
+    """Task `index` repeats a side effect already run in `round` of the same request, or
+    (`same_as` set) a read-only call task `same_as` of the same plan ran: it is not run
+    again, the earlier `observation` stands for it."""
 
     kind: ClassVar[RunEventKind] = "call_reused"
     index: int
     tool: str
     round: int
     observation: str
+    same_as: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The payload as JSON-ready fields (without `kind`)."""
@@ -106,6 +108,7 @@ class CallReused:
             "tool": self.tool,
             "round": self.round,
             "observation": self.observation,
+            "same_as": self.same_as,
         }
 
 

@@ -161,6 +161,12 @@ class RunTrace:
                 task = "" if event.index is None else f"task {event.index} "
                 call = escape(_call_text(ToolCall(event.tool, dict(event.arguments))))
                 return f"  [red]{task}denied[/red]: {call}: {escape(event.reason)}"
+            case CallReused(index=index, tool=tool, same_as=same) if same is not None:
+                self._explained.add(index)
+                return (
+                    f"  task {index} {escape(tool)}: the same read-only call as task {same}; "
+                    "its result is shared, it is not run again"
+                )
             case CallReused(index=index, tool=tool, round=n):
                 self._explained.add(index)
                 return (

@@ -91,7 +91,7 @@ class PlanOutResult:
     ledger: CallLedger | None = None
 
     def summary(self) -> dict[str, Any]:
-        """Rounds, tool calls run, denied and reused, whether the request finished, and
+        """Rounds, tool calls run, denied, reused and shared, whether the request finished, and
         the error when it stopped without an answer."""
         records = [record for r in self.rounds for record in r.run.records]
         out: dict[str, Any] = {
@@ -99,6 +99,7 @@ class PlanOutResult:
             "tool_calls": sum(record.ran for record in records),
             "denied": sum(record.denied for record in records),
             "reused": sum(record.reused for record in records),
+            "shared": sum(record.shared for record in records),
             "finished": self.finished,
         }
         if self.error is not None:
@@ -313,7 +314,8 @@ class PlanOutAgent:
             self._emit(CallDenied(task.tool, dict(record.arguments), reason, by, task.index))
         elif event.kind == "reused" and record is not None:
             text = record.observation.observation()[:200]
-            self._emit(CallReused(task.index, task.tool, record.reused_round or 0, text))
+            round_ = record.reused_round or 0
+            self._emit(CallReused(task.index, task.tool, round_, text, record.shared_with))
         elif event.kind == "finished" and record is not None:
             r = record
             self._emit(

@@ -630,3 +630,62 @@ async def test_with_consent_guards_one_tool_outside_a_plan(catalogue: Catalogue)
     assert catalogue.calls["create_event"] == 1
     echo = catalogue.tools["echo"]
     assert with_consent(echo, ConsentPolicy.deny_all()) is echo  # read-only: unchanged
+
+
+async def test_a_read_only_call_asked_for_twice_runs_once(catalogue: Catalogue) -> None:
+    events: list[TaskEvent] = []
+    run = await execute_plan_text(
+        '1. weather(city="Oslo")\n2. capital(country="France")\n3. weather(city="Oslo")\n'
+        '4. echo(text="$1 / $3")\n5. join()',
+        catalogue.tools,
+        on_event=events.append,
+    )
+    assert run.ok
+    assert catalogue.calls["weather"] == 1
+    first, again = run.record(1), run.record(3)
+    assert again.observation == first.observation and again.shared_with == 1
+    assert again.shared and not again.ran and first.ran and not first.shared
+    assert run.record(4).arguments == {
+        "text": "18 degrees celsius in Oslo / 18 degrees celsius in Oslo"
+    }
+    kinds = [(e.kind, e.task.index) for e in events]
+    assert ("reused", 3) in kinds and ("started", 3) not in kinds
+    # The Arbiter reads the observation as if the call had run twice.
+    lines = run.observations_text().splitlines()
+    assert lines.count("Observation: 18 degrees celsius in Oslo") == 2
+
+
+async def test_a_repeated_read_waits_for_the_run_under_way(catalogue: Catalogue) -> None:
+    t0 = perf_counter()
+    run = await execute_plan_text(
+        "1. nap(seconds=0.3)\n2. nap(seconds=0.3)\n3. join()", catalogue.tools
+    )
+    assert catalogue.calls["nap"] == 1
+    assert run.record(2).observation.text == "slept 0.3" and run.record(2).shared_with == 1
+    assert 0.29 <= perf_counter() - t0 < 0.55  # one nap, not two in a row or none
+
+
+async def test_a_read_after_a_side_effect_of_the_plan_runs_again(catalogue: Catalogue) -> None:
+    # Task 3 resolves to task 1's call, but it comes after create_event: it reads again.
+    run = await execute_plan_text(
+        '1. echo(text="created review")\n2. create_event(title="review")\n'
+        '3. echo(text="$2")\n4. join()',
+        catalogue.tools,
+    )
+    assert run.ok
+    assert run.record(3).arguments == run.record(1).arguments
+    assert catalogue.calls["echo"] == 2 and run.record(3).ran and not run.record(3).shared
+
+
+async def test_a_provisional_read_that_changes_stops_waiting_and_runs_its_call(
+    catalogue: Catalogue,
+) -> None:
+    first = PlanTask(1, "nap", {"seconds": 0.3})
+    early = PlanTask(2, "nap", {"seconds": 0.3}, provisional=True)  # waits on task 1's run
+    final = PlanTask(2, "nap", {"seconds": 0.05})
+    t0 = perf_counter()
+    run = await execute_plan(stream(first, 0.05, early, 0.05, final), catalogue.tools)
+    two = run.record(2)
+    assert two.task == final and two.ran and not two.shared
+    assert two.observation.text == "slept 0.05" and two.finished - t0 < 0.25
+    assert catalogue.calls["nap"] == 2

@@ -19,6 +19,11 @@ reached, every ``$N`` naming an earlier task); a plan that fails the check runs 
 of them. Each such call then goes through the consent and ledger gate
 (`toolweave.plan.gate`).
 
+A read-only call a plan asks for twice runs once: the later task takes the earlier
+run's observation (event ``"reused"``, `TaskRecord.shared_with`), unless it comes after
+a side effect of the plan (one of its dependencies, directly or not, is not read-only).
+See `toolweave.plan.shared_reads`.
+
 The result types live in `toolweave.plan.records` and the mechanics of one call
 (substitution, validation, timeout) in `toolweave.plan.calls`; this module holds the
 scheduling.
@@ -30,6 +35,7 @@ import math
 from collections.abc import AsyncIterable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from time import perf_counter
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -41,6 +47,7 @@ from toolweave.plan.gate import SideEffectGate
 from toolweave.plan.ledger import CallLedger
 from toolweave.plan.parse import parse_plan
 from toolweave.plan.records import PlanRun, TaskEvent, TaskEventKind, TaskRecord
+from toolweave.plan.shared_reads import SharedReads
 from toolweave.tools import Tool, ToolResult
 
 __all__ = [
@@ -140,6 +147,7 @@ class _Execution:
         self.timeout = math.inf if timeout is None else timeout
         self.on_event = on_event
         self.gate = SideEffectGate(consent, ledger, self._emit)
+        self.reads = SharedReads()
         self.slots: dict[int, _Slot] = {}
         self.last: int | None = None
         self.notes: list[str] = []
@@ -216,6 +224,7 @@ class _Execution:
             return
         if slot.done.is_set():
             if not same_call:  # a finished read-only provisional run: run the new call
+                self.reads.forget(task.index)
                 self._start(_Slot(task))
             else:
                 slot.task = task
@@ -276,6 +285,13 @@ class _Execution:
             refused = await self.gate.admit(task, tool, arguments)
             if refused is not None:
                 return refused
+        elif not self._after_side_effect(task):
+            return await self._read(slot, task, tool, arguments)
+        return await self._call(slot, task, tool, arguments)
+
+    async def _call(
+        self, slot: _Slot, task: PlanTask, tool: Tool, arguments: dict[str, Any]
+    ) -> TaskRecord:
         slot.started = True
         self._emit(TaskEvent("started", task))
         started = perf_counter()
@@ -283,6 +299,42 @@ class _Execution:
         if not tool.read_only:
             self.gate.ran(task, tool, arguments, observation)
         return TaskRecord(task, arguments, observation, started, perf_counter())
+
+    async def _read(
+        self, slot: _Slot, task: PlanTask, tool: Tool, arguments: dict[str, Any]
+    ) -> TaskRecord:
+        """A read-only call: the observation of the same call earlier in the plan, or run."""
+        earlier = await self.reads.earlier(task.tool, arguments)
+        if earlier is not None and earlier.observation is not None:
+            now = perf_counter()
+            record = TaskRecord(
+                task, arguments, earlier.observation, now, now, ran=False,
+                shared_with=earlier.task,
+            )  # fmt: skip
+            self._emit(TaskEvent("reused", task, record))
+            return record
+        run = self.reads.claim(task.tool, arguments, task.index)
+        try:
+            record = await self._call(slot, task, tool, arguments)
+            self.reads.finish(run, record.observation)
+            return record
+        finally:
+            self.reads.release(run)  # cancelled: the call's later tasks run it themselves
+
+    def _after_side_effect(self, task: PlanTask) -> bool:
+        """True when a dependency of ``task``, directly or not, is not read-only."""
+        seen: set[int] = set()
+        todo = list(task.dependencies)
+        while todo:
+            index = todo.pop()
+            slot = self.slots.get(index)
+            if index in seen or slot is None:
+                continue
+            seen.add(index)
+            if not self._read_only(slot.task):
+                return True
+            todo.extend(slot.task.dependencies)
+        return False
 
     def _result(self, index: int) -> ToolResult:
         record = self.slots[index].record

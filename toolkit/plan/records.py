@@ -25,7 +25,9 @@ class TaskRecord:
     task never got that far); ``started``/``finished`` are `time.perf_counter`
     values; ``ran`` is False when the tool was not called (equal times then).
     ``denied`` marks a call the consent policy refused; ``reused_round`` the round
-    of the same request whose identical call's observation this one reuses.
+    of the same request whose identical call's observation this one reuses;
+    ``shared_with`` the task of the same plan whose identical read-only call's
+    observation this one takes.
     """
 
     task: PlanTask
@@ -36,6 +38,7 @@ class TaskRecord:
     ran: bool = True
     denied: bool = False
     reused_round: int | None = None
+    shared_with: int | None = None
 
     @property
     def failed(self) -> bool:
@@ -45,6 +48,11 @@ class TaskRecord:
     def reused(self) -> bool:
         """True when an earlier round's observation stands in for this call."""
         return self.reused_round is not None
+
+    @property
+    def shared(self) -> bool:
+        """True when an earlier task of the same plan ran this read-only call."""
+        return self.shared_with is not None
 
 
 TaskEventKind = Literal["held", "started", "denied", "reused", "finished"]
