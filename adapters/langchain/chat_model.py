@@ -4,7 +4,7 @@
     agent = create_agent(model, tools, middleware=[ProvisionalToolMiddleware()])
 
 Tool calls are decoded by `ToolCaller` in the chosen mode (default `lossless`: the
-fast path whose output equals serial greedy decoding); answers in text by greedy
+fast path whose output equals `jump`'s greedy decoding); answers in text by greedy
 decoding; structured output under a JSON-schema grammar. ``temperature`` above 0
 (with ``top_p``, ``top_k`` and ``seed``, in the constructor or per call as
 ``invoke(..., temperature=0.7, seed=1)``) samples instead: `lossless` then has the
