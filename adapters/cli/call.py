@@ -137,6 +137,8 @@ def call(
     from toolweave.native.caller import ToolCaller
     from toolweave.prompting.template_file import load_chat_template
 
+    if not query.strip():  # the model would still pick a tool and invent its arguments
+        raise typer.BadParameter("--query is empty: say what the call is for")
     specs = _check_call_inputs(tools, mode, fmt)
     sampling = cli_sampling(temperature, top_p, top_k, seed)
     if mode == "grammar" and not sampling.greedy:

@@ -210,6 +210,8 @@ def run(
     from toolweave.modes import MODES, check_mode
     from toolweave.prompting.template_file import load_chat_template
 
+    if not request.strip():  # an agent asked nothing would plan and run tools all the same
+        raise typer.BadParameter("REQUEST is empty: say what the agent should do")
     if agent not in ("plan", "react"):
         raise typer.BadParameter(f"--agent must be plan or react, got {agent!r}")
     try:  # before any server starts: a bad spec, option or server is one line

@@ -398,6 +398,18 @@ def test_a_deeply_nested_tools_file_is_bad_input(files: Files) -> None:
     check_refused(["classify", "--tools", str(files.deep_json)])
 
 
+@pytest.mark.parametrize("blank", ["", "  ", "\n\t"])
+def test_a_blank_request_is_refused_before_anything_loads(files: Files, blank: str) -> None:
+    # Asked nothing, the model would still pick tools and invent their arguments.
+    marker = files.root / "server_started"
+    starts = f"{shlex.quote(sys.executable)} -c 'open({str(marker)!r}, \"w\").close()'"
+    run = invoke(["run", blank, "--server", starts])
+    assert run.one_line_error() and "REQUEST is empty" in run.stderr, run
+    assert not marker.exists()
+    call = invoke(["call", "--tools", str(TOOLS), "--query", blank])
+    assert call.one_line_error() and "--query is empty" in call.stderr, call
+
+
 def test_run_checks_the_model_before_starting_servers(files: Files) -> None:
     marker = files.root / "server_started"
     starts = f"{shlex.quote(sys.executable)} -c 'open({str(marker)!r}, \"w\").close()'"
