@@ -243,7 +243,9 @@ def render_result(result: CallResult, console: Console) -> None:
     tool_at = "-" if s.time_to_tool_ms is None else f"{s.time_to_tool_ms:.0f} ms"
     console.print(
         f"[dim]{result.mode}: {s.forward_passes} passes ({s.decode_passes} decode), "
-        f"{s.prefill_tokens} prefilled / {s.decoded_tokens} decoded tokens, "
+        f"{s.prompt_tokens} prompt tokens ({s.cached_tokens} reused), "
+        f"{s.prefill_tokens - s.prompt_tokens} prefilled / {s.decoded_tokens} decoded "
+        "output tokens, "
         f"tool at {tool_at}, total {s.total_ms:.0f} ms (prompt {s.prompt_ms:.0f} ms)[/dim]"
     )
 
