@@ -74,8 +74,37 @@ app.add_typer(bench_app, name="bench")
 
 
 # ---------------------------------------------------------------------- entry point
+def version_line() -> str:
+    """toolweave's version and the engine package's, read from the installed metadata
+    (llama.cpp is not loaded), for bug reports."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "not installed"
+
+    return f"toolweave {installed('toolweave')} (llama-cpp-python {installed('llama-cpp-python')})"
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(version_line())
+        raise typer.Exit(0)
+
+
 @app.callback(invoke_without_command=True)
-def _root(ctx: typer.Context) -> None:
+def _root(
+    ctx: typer.Context,
+    show_version: bool = typer.Option(
+        False,
+        "--version",
+        is_eager=True,
+        callback=_show_version,
+        help="Print the versions of toolweave and llama-cpp-python and exit.",
+    ),
+) -> None:
     """Fast tool calling on small local models (llama.cpp)."""
     show_help_without_command(ctx)
 

@@ -155,3 +155,17 @@ def test_bench_fastpath_runs_a_subset_of_modes(tmp_path: Path) -> None:
 
     bad = toolweave("bench", "fastpath", "--json", out, "--modes", "jump,turbo")
     assert bad.returncode == 2 and "unknown mode turbo" in bad.stderr
+
+
+def test_version_names_both_packages_without_loading_the_engine() -> None:
+    from importlib.metadata import version
+
+    proc = toolweave("--version", timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    line = proc.stdout.strip()
+    assert line == (
+        f"toolweave {version('toolweave')} (llama-cpp-python {version('llama-cpp-python')})"
+    )
+    probe = "import sys; from toolweave.adapters.cli.app import version_line; version_line()"
+    probe += "; assert 'llama_cpp' not in sys.modules"
+    subprocess.run([sys.executable, "-c", probe], check=True, timeout=30)
