@@ -95,7 +95,7 @@ def _suite_docs(report_dir: Path) -> dict[str, dict[str, Any]]:
 
 
 # ---------------------------------------------------------------------- headline
-def _headline(docs: Mapping[str, Doc]) -> list[tuple[str, str, str]]:
+def _headline(docs: Mapping[str, Doc], gemma_session: Doc | None) -> list[tuple[str, str, str]]:
     e, f, s, p, se = (docs[n] for n in NAMES)
     table, calls = e["cost_table"], e["calls"]
     modes = calls["modes"]
@@ -140,11 +140,11 @@ def _headline(docs: Mapping[str, Doc]) -> list[tuple[str, str, str]]:
             f"PromptWeaver + ExSpec (x{pr['e2e_both']:.2f}), {ps['all']['e2e_ms']:.0f} ms "
             f"with jump-forward too (x{pr['e2e_all']:.2f})",
         ),
-        _session_row(se),
+        _session_row(se, gemma_session),
     ]
 
 
-def _session_row(doc: Doc) -> tuple[str, str, str]:
+def _session_row(doc: Doc, gemma: Doc | None) -> tuple[str, str, str]:
     phase = "new_process" if "new_process" in doc["summary"] else "warm"
     rows, ratios = doc["summary"][phase], doc["ratios"][phase]
     ours, base = rows["toolweave"], rows["chat_llama_cpp"]
@@ -157,8 +157,22 @@ def _session_row(doc: Doc) -> tuple[str, str, str]:
         f"(x{ratios['first_tool_vs_chat_llama_cpp']:.2f}; prompt tokens prefilled a turn "
         f"{ours['prefilled_tokens_mean']:.0f} vs {base['prefilled_tokens_mean']:.0f}, "
         f"see docs/session.md){_warm_ratio(doc, phase)}{_source_ratios(doc, phase)}; "
-        f"session drafts {ours['session_accepted']}/{ours['session_drafted']} tokens accepted",
+        f"session drafts {ours['session_accepted']}/{ours['session_drafted']} tokens accepted"
+        f"{_gemma_ratios(gemma, phase)}",
     )
+
+
+def _gemma_ratios(doc: Doc | None, phase: str) -> str:
+    """The same ratios from the Gemma 3 run kept beside the report (`GEMMA`), if any."""
+    if doc is None:
+        return ""
+    ratios = doc["ratios"]
+    ratio = ratios.get(phase, {}).get("first_tool_vs_chat_llama_cpp")
+    if ratio is None:
+        return ""
+    warm = ratios.get("warm", {}).get("first_tool_vs_chat_llama_cpp")
+    aside = f" (warm x{warm:.2f})" if phase != "warm" and warm is not None else ""
+    return f"; Gemma 3 270M x{ratio:.2f}{aside}"
 
 
 def _source_ratios(doc: Doc, phase: str) -> str:
@@ -182,7 +196,9 @@ def _warm_ratio(doc: Doc, phase: str) -> str:
 def headline_rows(report_dir: Path) -> list[tuple[str, str, str]]:
     """(suite, what is measured, headline figures) per suite: the README's results table."""
     docs = _suite_docs(report_dir)
-    return _figures(report_dir, lambda: _headline(docs))
+    gemma_path = report_dir.parent / f"{dict(GEMMA)['session']}.json"
+    gemma = _load(gemma_path) if gemma_path.exists() else None
+    return _figures(report_dir, lambda: _headline(docs, gemma))
 
 
 def headline_table(report_dir: Path) -> str:
@@ -332,7 +348,6 @@ def render(report_dir: Path, page_dir: Path | None = None) -> str:
     page_dir = Path(page_dir) if page_dir is not None else report_dir.parent.parent
     run_path = report_dir / "RUN.json"
     run = _load(run_path)
-    docs = _suite_docs(report_dir)
     machine = _figures(run_path, lambda: _machine(run))
     out = [
         "# Benchmarks",
@@ -361,7 +376,7 @@ def render(report_dir: Path, page_dir: Path | None = None) -> str:
         "",
         "## Headline figures",
         "",
-        _figures(report_dir, lambda: md_table(["suite", "measured", "result"], _headline(docs))),
+        headline_table(report_dir),
         "",
     ]
     for name in NAMES:

@@ -121,3 +121,17 @@ def test_the_readme_results_table_is_the_headline_rows() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     for line in headline_table(REPORT).splitlines():
         assert line in readme
+
+
+def test_the_session_headline_gives_gemmas_ratios_when_its_run_is_kept(
+    report_copy: Path,
+) -> None:
+    def session_row(report: Path) -> str:
+        return next(r[2] for r in headline_rows(report) if r[0] == "session")
+
+    assert "Gemma" not in session_row(report_copy)  # no Gemma run beside this report
+    gemma = json.loads((REPORT.parent / "session_bfcl_mcp_gemma3.json").read_text(encoding="utf-8"))
+    (report_copy.parent / "session_bfcl_mcp_gemma3.json").write_text(json.dumps(gemma))
+    new = gemma["ratios"]["new_process"]["first_tool_vs_chat_llama_cpp"]
+    warm = gemma["ratios"]["warm"]["first_tool_vs_chat_llama_cpp"]
+    assert session_row(report_copy).endswith(f"; Gemma 3 270M x{new:.2f} (warm x{warm:.2f})")
