@@ -133,12 +133,12 @@ def call(
     seed: SeedOption = None,
 ) -> None:
     """Answer QUERY with a tool call from TOOLS."""
+    if not query.strip():  # the model would still pick a tool and invent its arguments
+        raise typer.BadParameter("--query is empty: say what the call is for")
     # Imported here: llama.cpp loads in this process only when a call is made.
     from toolweave.native.caller import ToolCaller
     from toolweave.prompting.template_file import load_chat_template
 
-    if not query.strip():  # the model would still pick a tool and invent its arguments
-        raise typer.BadParameter("--query is empty: say what the call is for")
     specs = _check_call_inputs(tools, mode, fmt)
     sampling = cli_sampling(temperature, top_p, top_k, seed)
     if mode == "grammar" and not sampling.greedy:
